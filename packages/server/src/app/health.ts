@@ -1,0 +1,19 @@
+import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
+import { Type } from 'typebox';
+import type { Db } from '../infra/db/database.ts';
+import { ApiError } from '../infra/errors/catalogue.ts';
+
+/** `/healthz`: the process is alive. `/readyz`: it can serve, which means its database answers. */
+export async function healthRoutes(app: FastifyInstance, opts: { db: Db }): Promise<void> {
+  const Ok = Type.Object({ status: Type.Literal('ok') });
+  app.get('/healthz', { schema: { response: { 200: Ok } } }, async () => ({ status: 'ok' as const }));
+  app.get('/readyz', { schema: { response: { 200: Ok } } }, async () => {
+    try {
+      await sql`select 1`.execute(opts.db);
+    } catch {
+      throw new ApiError('UNAVAILABLE', 'The database does not answer.', { retryAfter: 5 });
+    }
+    return { status: 'ok' as const };
+  });
+}

@@ -1,0 +1,31 @@
+import type { Logger } from 'pino';
+import { authenticatePlugin } from '../auth/authenticate.ts';
+import { authRoutes } from '../auth/routes.ts';
+import { createHttpApp } from '../infra/http/create-http-app.ts';
+import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
+import { healthRoutes } from './health.ts';
+import type { Services } from './services.ts';
+
+export const PARTNER_API_PREFIX = '/api/public/v1';
+
+/**
+ * The partner API's composition root. Order: infrastructure first (request
+ * ids, errors, validation come from createHttpApp), then the cross-cutting
+ * plugins every partner route inherits (authentication and rate limits, then
+ * idempotency, which needs the principal), then the modules' routes.
+ */
+export async function buildPartnerApp(services: Services, logger: Logger) {
+  const { database, clock, trustProxy } = services.options;
+  const app = createHttpApp(logger, 'partner-api', { trustProxy });
+
+  await app.register(healthRoutes, { db: database.db });
+  await app.register(
+    async (api) => {
+      await api.register(authenticatePlugin, { auth: services.auth });
+      await api.register(idempotencyPlugin, { db: database.db, clock });
+      await api.register(authRoutes, { auth: services.auth });
+    },
+    { prefix: PARTNER_API_PREFIX },
+  );
+  return app;
+}

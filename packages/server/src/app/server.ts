@@ -1,0 +1,103 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import pino, { type Logger } from 'pino';
+import type { Config } from '../config/config.ts';
+import { type Clock, systemClock } from '../infra/clock.ts';
+import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
+import { migrateToLatest } from '../infra/db/migrate.ts';
+import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
+import { buildOperatorApp } from '../operator/operator-app.ts';
+import { buildPartnerApp } from './partner-app.ts';
+import { createServices, type Services } from './services.ts';
+
+export interface RunningServer {
+  services: Services;
+  partnerUrl: string;
+  operatorUrl: string;
+  operatorToken: string;
+  /** Drains in-flight requests, stops background work and closes the database. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  clock?: Clock;
+  logger?: Logger;
+  /** An already-open database (tests share one across servers). */
+  database?: DatabaseHandle;
+}
+
+const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+
+/** `tenantry serve`: both APIs, their database and background work, in one process. */
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const logger = options.logger ?? pino({ level: config.logLevel, base: { service: 'tenantry' } });
+  const clock = options.clock ?? systemClock;
+  const database =
+    options.database ??
+    (await openDatabase(
+      config.databaseUrl ? { kind: 'postgres', url: config.databaseUrl } : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
+    ));
+  const ownsDatabase = options.database === undefined;
+
+  try {
+    const applied = await migrateToLatest(database.db);
+    if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
+    const services = await createServices({
+      database,
+      clock,
+      logger,
+      partnerCacheMs: config.partnerCacheMs,
+      sandboxDelayMs: config.sandboxDelayMs,
+      trustProxy: config.trustProxy,
+    });
+    const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
+
+    const partnerApp = await buildPartnerApp(services, logger);
+    const operatorApp = await buildOperatorApp(services, logger, operatorToken);
+    const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port });
+    const operatorUrl = await operatorApp.listen({ host: config.operatorListen.host, port: config.operatorListen.port });
+
+    const maintenance = setInterval(() => {
+      deleteExpiredKeys(database.db, clock.now()).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
+    }, MAINTENANCE_INTERVAL_MS);
+    maintenance.unref();
+
+    logger.info({ partner_api: partnerUrl, operator_api: operatorUrl, embedded_database: database.embedded }, 'tenantry serving');
+
+    let closing: Promise<void> | undefined;
+    return {
+      services,
+      partnerUrl,
+      operatorUrl,
+      operatorToken,
+      close: () => {
+        closing ??= (async () => {
+          clearInterval(maintenance);
+          await Promise.all([partnerApp.close(), operatorApp.close()]);
+          if (ownsDatabase) await database.close();
+          logger.info('tenantry stopped');
+        })();
+        return closing;
+      },
+    };
+  } catch (error) {
+    if (ownsDatabase) await database.close().catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * The operator token of a deployment that did not configure one: generated on
+ * first start into the data directory (mode 0600), read on later starts.
+ */
+export function loadOrCreateOperatorToken(dataDir: string): string {
+  const path = join(dataDir, 'operator-token');
+  mkdirSync(dataDir, { recursive: true });
+  try {
+    writeFileSync(path, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  }
+  return readFileSync(path, 'utf8').trim();
+}

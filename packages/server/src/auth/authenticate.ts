@@ -1,0 +1,43 @@
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { rateLimited, rateLimitHeaders, requireScope, type AuthService, type Principal } from './service.ts';
+import type { Scope } from './scopes.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The scope a route needs; `any` for any valid token. Routes without it are public. */
+    scope?: Scope | 'any';
+  }
+  interface FastifyRequest {
+    principal?: Principal;
+  }
+}
+
+/**
+ * Authenticates every route that declares a scope, before its body is read:
+ * token, partner state, the partner's rate limit (headers on every
+ * authenticated response), then the scope. Order matters: an unauthenticated
+ * caller never learns about rate limits or scopes.
+ */
+export const authenticatePlugin = fp(
+  async (app: FastifyInstance, opts: { auth: AuthService }) => {
+    app.addHook('onRequest', async (request, reply) => {
+      const scope = request.routeOptions.config.scope;
+      if (scope === undefined) return;
+      const principal = await opts.auth.authenticate(request.headers.authorization);
+      request.principal = principal;
+      request.logPartnerId = principal.partner.id;
+      const rate = await opts.auth.takePartnerRequest(principal.partner);
+      reply.headers(rateLimitHeaders(rate));
+      if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
+      if (scope !== 'any') requireScope(principal, scope);
+    });
+  },
+  { name: 'tenantry-authenticate' },
+);
+
+/** The principal of an authenticated route; its absence is a programming error. */
+export function principalOf(request: { principal?: Principal }): Principal {
+  if (!request.principal) throw new Error('route reached without authentication: declare config.scope');
+  return request.principal;
+}

@@ -1,0 +1,112 @@
+import { writeAudit } from '../audit/store.ts';
+import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/database.ts';
+import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import type { OperatorActor } from '../partners/service.ts';
+import { findPartner } from '../partners/store.ts';
+import { generateKey } from './api-key-format.ts';
+import { normaliseCidrs } from './cidr.ts';
+import type { ApiKey, IssuedKey, IssueKeyRequest } from './keys-schemas.ts';
+import { type ApiKeyRow, insertKey, listKeys, revokeKey } from './keys-store.ts';
+
+const iso = (date: Date | null): string | null => (date ? date.toISOString() : null);
+
+export function toApiKey(row: ApiKeyRow, nowMs: number): ApiKey {
+  const status = row.revoked_at ? 'revoked' : row.expires_at && row.expires_at.getTime() <= nowMs ? 'expired' : 'active';
+  return {
+    kid: row.kid,
+    partner_id: row.partner_id,
+    mode: row.mode,
+    status,
+    allow_cidrs: row.allow_cidrs,
+    expires_at: iso(row.expires_at),
+    created_at: row.created_at.toISOString(),
+    revoked_at: iso(row.revoked_at),
+    last_used_at: iso(row.last_used_at),
+  };
+}
+
+/** The operator's side of API keys: issue (shown once), list (never a secret), revoke. */
+export class KeyService {
+  readonly #db: Db;
+  readonly #clock: Clock;
+
+  constructor(db: Db, clock: Clock) {
+    this.#db = db;
+    this.#clock = clock;
+  }
+
+  async issue(partnerId: string, request: IssueKeyRequest, who: OperatorActor): Promise<IssuedKey> {
+    const now = this.#clock.now();
+    const { cidrs, problems } = normaliseCidrs(request.allow_cidrs ?? []);
+    const expiresAt = request.expires_at === undefined ? null : new Date(request.expires_at);
+    if (expiresAt && expiresAt.getTime() <= now.getTime()) {
+      problems.push({ in: 'body', field: 'expires_at', message: 'must be in the future' });
+    }
+    if (problems.length > 0) throw validationError(problems);
+    const mode = request.mode ?? 'live';
+    const key = generateKey(partnerId, mode);
+    const row: ApiKeyRow = {
+      kid: key.kid,
+      partner_id: partnerId,
+      mode,
+      secret_hash: key.secretHash,
+      allow_cidrs: cidrs,
+      expires_at: expiresAt,
+      created_at: now,
+      revoked_at: null,
+      last_used_at: null,
+    };
+    await this.#db.transaction().execute(async (trx) => {
+      if (!(await findPartner(trx, partnerId))) throw notFound(`Partner ${partnerId}`);
+      await insertKey(trx, row);
+      await writeAudit(trx, {
+        ...who,
+        at: now,
+        action: 'key.issue',
+        partnerId,
+        target: `partner/${partnerId}/key/${key.kid}`,
+        before: null,
+        after: toApiKey(row, now.getTime()),
+      });
+    });
+    return {
+      key: key.key,
+      kid: key.kid,
+      partner_id: partnerId,
+      mode,
+      expires_at: iso(expiresAt),
+      allow_cidrs: cidrs,
+      created_at: now.toISOString(),
+    };
+  }
+
+  async list(partnerId: string): Promise<ApiKey[]> {
+    if (!(await findPartner(this.#db, partnerId))) throw notFound(`Partner ${partnerId}`);
+    const nowMs = this.#clock.nowMs();
+    return (await listKeys(this.#db, partnerId)).map((row) => toApiKey(row, nowMs));
+  }
+
+  async revoke(partnerId: string, kid: string, who: OperatorActor): Promise<ApiKey> {
+    const now = this.#clock.now();
+    return this.#db.transaction().execute(async (trx) => {
+      const revoked = await revokeKey(trx, partnerId, kid, now);
+      if (!revoked) {
+        const existing = (await listKeys(trx, partnerId)).find((k) => k.kid === kid);
+        if (!existing) throw notFound(`Key ${kid} of partner ${partnerId}`);
+        throw new ApiError('CONFLICT', `Key ${kid} is already revoked.`, { details: { kid, revoked_at: iso(existing.revoked_at) } });
+      }
+      const after = toApiKey(revoked, now.getTime());
+      await writeAudit(trx, {
+        ...who,
+        at: now,
+        action: 'key.revoke',
+        partnerId,
+        target: `partner/${partnerId}/key/${kid}`,
+        before: { ...after, status: 'active', revoked_at: null },
+        after,
+      });
+      return after;
+    });
+  }
+}

@@ -1,0 +1,54 @@
+import { parse as parseQueryString } from 'node:querystring';
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { principalOf } from './authenticate.ts';
+import { TokenRequestForm, TokenRequestJson, TokenResponse, Whoami } from './schemas.ts';
+import { rateLimitHeaders, type AuthService } from './service.ts';
+
+export async function authRoutes(app: FastifyInstance, opts: { auth: AuthService }): Promise<void> {
+  const { auth } = opts;
+
+  // The token endpoint alone also accepts the OAuth form encoding; this parser
+  // is encapsulated in this plugin, so every other route still refuses it.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
+    // A repeated field stays an array, which the schema then refuses.
+    done(null, { ...parseQueryString(String(body)) });
+  });
+
+  app.post(
+    '/auth/token',
+    {
+      schema: {
+        operationId: 'exchangeToken',
+        summary: 'Exchange an API key for an access token',
+        body: {
+          content: {
+            'application/json': { schema: TokenRequestJson },
+            'application/x-www-form-urlencoded': { schema: TokenRequestForm },
+          },
+        },
+        response: { 200: TokenResponse },
+      },
+    },
+    async (request, reply) => {
+      const body = request.body as { api_key?: string; client_secret?: string };
+      const apiKey = body.api_key ?? body.client_secret ?? '';
+      const { token, rate } = await auth.exchange(apiKey, request.ip);
+      reply.headers(rateLimitHeaders(rate)).header('cache-control', 'no-store');
+      return token;
+    },
+  );
+
+  app.get(
+    '/auth/whoami',
+    {
+      config: { scope: 'any' },
+      schema: {
+        operationId: 'whoami',
+        summary: 'Describe the partner, scopes, limits and token of the calling token',
+        response: { 200: Type.Object({ status: Type.Literal('success'), data: Whoami }) },
+      },
+    },
+    async (request) => ({ status: 'success' as const, data: auth.whoami(principalOf(request)) }),
+  );
+}

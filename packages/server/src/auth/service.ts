@@ -1,0 +1,181 @@
+import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/database.ts';
+import { ApiError } from '../infra/errors/catalogue.ts';
+import type { RateDecision } from '../infra/rate-limit/gcra.ts';
+import type { RateLimiter } from '../infra/rate-limit/rate-limiter.ts';
+import type { PartnerCache } from '../partners/partner-cache.ts';
+import { partnerStatus } from '../partners/service.ts';
+import { findPartner, type PartnerRow } from '../partners/store.ts';
+import type { AccessTokenCodec, TokenClaims } from './access-tokens.ts';
+import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
+import { addressAllowed } from './cidr.ts';
+import { findKey, touchKey } from './keys-store.ts';
+import type { Scope } from './scopes.ts';
+import { isScope } from './scopes.ts';
+import type { TokenResponse, Whoami } from './schemas.ts';
+
+/** partner-api.md, Limits: tokens live at most 15 minutes. */
+export const TOKEN_LIFETIME_S = 900;
+/** partner-api.md, Limits: the token endpoint allows 30 requests per minute per key, burst 10. */
+export const TOKEN_ENDPOINT_POLICY = { perMinute: 30, burst: 10 } as const;
+
+/** One message for every credential failure, so a caller cannot tell which check failed. */
+const INVALID_KEY = 'The API key is invalid, expired, revoked or not allowed from this address.';
+
+/** A request's authenticated identity: the verified token and its partner. */
+export interface Principal {
+  claims: TokenClaims;
+  partner: PartnerRow;
+}
+
+export interface AuthServiceDeps {
+  db: Db;
+  clock: Clock;
+  tokens: AccessTokenCodec;
+  partners: PartnerCache;
+  rateLimiter: RateLimiter;
+}
+
+export class AuthService {
+  readonly #deps: AuthServiceDeps;
+
+  constructor(deps: AuthServiceDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Exchanges an API key for an access token. Every credential failure takes
+   * the same path (a key lookup and a constant-time hash comparison, with a
+   * decoy when nothing matches) and answers the same 401.
+   */
+  async exchange(apiKey: string, sourceAddress: string): Promise<{ token: TokenResponse; rate: RateDecision }> {
+    const { db, clock, tokens, rateLimiter } = this.#deps;
+    const parsed = parseKey(apiKey);
+    const rate = await rateLimiter.take(parsed ? `key:${parsed.kid}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
+    if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
+
+    const row = await findKey(db, parsed?.kid ?? DECOY_KID);
+    const secretOk = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? DECOY_HASH);
+    const now = clock.now();
+    const valid =
+      parsed !== undefined &&
+      row !== undefined &&
+      secretOk &&
+      row.partner_id === parsed.partnerId &&
+      row.mode === parsed.mode &&
+      row.revoked_at === null &&
+      (row.expires_at === null || row.expires_at.getTime() > now.getTime()) &&
+      addressAllowed(sourceAddress, row.allow_cidrs);
+    if (!valid || !row) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
+
+    // A fresh read: a suspension or a new partner's readiness must count at once.
+    const partner = await findPartner(db, row.partner_id);
+    if (!partner) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
+    const status = partnerStatus(partner, now.getTime());
+    if (status === 'suspended') {
+      throw withRate(new ApiError('PARTNER_SUSPENDED', 'The partner account is suspended. Contact the operator.'), rate);
+    }
+    if (status === 'provisioning') {
+      const waitS = Math.ceil((partner.ready_at.getTime() - now.getTime()) / 1000);
+      throw withRate(
+        new ApiError('PARTNER_NOT_READY', 'The partner credentials are still being provisioned.', { retryAfter: waitS }),
+        rate,
+      );
+    }
+
+    const nowS = Math.floor(now.getTime() / 1000);
+    const keyExpiryS = row.expires_at ? Math.floor(row.expires_at.getTime() / 1000) : Number.POSITIVE_INFINITY;
+    const expiresAt = Math.min(nowS + TOKEN_LIFETIME_S, keyExpiryS);
+    const scopes = partner.scopes.filter(isScope);
+    const accessToken = tokens.issue({
+      partnerId: partner.id,
+      kid: row.kid,
+      mode: row.mode,
+      scopes,
+      issuedAt: nowS,
+      expiresAt,
+    });
+    await touchKey(db, row.kid, now);
+    return {
+      token: { access_token: accessToken, token_type: 'Bearer', expires_in: Math.max(1, expiresAt - nowS), scope: scopes.join(' ') },
+      rate,
+    };
+  }
+
+  /** Verifies a bearer token and loads its partner (cached briefly). */
+  async authenticate(authorization: string | undefined): Promise<Principal> {
+    const { clock, tokens, partners } = this.#deps;
+    const token = bearerToken(authorization);
+    if (!token) throw new ApiError('UNAUTHORIZED', 'Send an access token as "Authorization: Bearer <token>".');
+    const claims = tokens.verify(token);
+    if (!claims) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
+    if (claims.expiresAt * 1000 <= clock.nowMs()) throw new ApiError('UNAUTHORIZED', 'The access token has expired.');
+    const partner = await partners.get(claims.partnerId);
+    if (!partner) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
+    if (partner.status === 'suspended') throw new ApiError('FORBIDDEN', 'The partner account is suspended.');
+    return { claims, partner };
+  }
+
+  /** The partner's token bucket (partner-api.md, Limits); shared by both modes. */
+  async takePartnerRequest(partner: PartnerRow): Promise<RateDecision> {
+    return this.#deps.rateLimiter.take(`partner:${partner.id}`, {
+      perMinute: partner.rate_limit_per_minute,
+      burst: partner.rate_limit_burst,
+    });
+  }
+
+  whoami(principal: Principal): Whoami {
+    const { partner, claims } = principal;
+    return {
+      partner: { id: partner.id, display_name: partner.display_name },
+      scopes: claims.scopes,
+      limits: {
+        max_customers: partner.max_customers,
+        max_usage_window_days: partner.usage_window_days,
+        max_projects_per_customer: partner.max_projects_per_customer,
+        max_open_operations: partner.max_open_operations,
+        rate_limit_per_minute: partner.rate_limit_per_minute,
+        rate_limit_burst: partner.rate_limit_burst,
+      },
+      customer_count: partner.customer_count,
+      defaults: { plan_id: partner.default_plan_id, grace_days: partner.grace_days },
+      token: { expires_at: new Date(claims.expiresAt * 1000).toISOString(), kid: claims.kid, mode: claims.mode },
+    };
+  }
+}
+
+export function requireScope(principal: Principal, scope: Scope): void {
+  if (!principal.claims.scopes.includes(scope)) {
+    throw new ApiError('FORBIDDEN', `This call needs the ${scope} scope; the token has: ${principal.claims.scopes.join(' ') || 'none'}.`, {
+      details: { required_scope: scope, token_scopes: principal.claims.scopes },
+    });
+  }
+}
+
+export function rateLimitHeaders(rate: RateDecision): Record<string, string> {
+  return { 'x-ratelimit-limit': String(rate.limit), 'x-ratelimit-remaining': String(rate.remaining) };
+}
+
+export function rateLimited(rate: RateDecision, message: string): ApiError {
+  return new ApiError('RATE_LIMITED', message, {
+    retryAfter: rate.retryAfterS,
+    headers: rateLimitHeaders(rate),
+    details: { limit_per_minute: rate.limit, retry_after_seconds: rate.retryAfterS },
+  });
+}
+
+function withRate(error: ApiError, rate: RateDecision): ApiError {
+  return new ApiError(error.code, error.message, {
+    ...(error.details ? { details: error.details } : {}),
+    ...(error.retryAfter !== undefined ? { retryAfter: error.retryAfter } : {}),
+    headers: rateLimitHeaders(rate),
+  });
+}
+
+function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const space = header.indexOf(' ');
+  if (space < 0 || header.slice(0, space).toLowerCase() !== 'bearer') return undefined;
+  const token = header.slice(space + 1).trim();
+  return token.length > 0 ? token : undefined;
+}

@@ -1,0 +1,140 @@
+import { type Command, Option } from 'commander';
+import { SCOPES } from '../auth/scopes.ts';
+import { CliError, operatorClientFromEnv } from './operator-client.ts';
+import { column, printRecord, printRows } from './output.ts';
+import { fetchAll, wait } from './progress.ts';
+
+interface PartnerFlags {
+  name?: string;
+  scopes?: string;
+  maxCustomers?: string;
+  maxProjects?: string;
+  maxOpenOperations?: string;
+  usageWindowDays?: string;
+  rateLimit?: string;
+  allowPrivateWebhooks?: boolean;
+  defaultPlan?: string;
+  graceDays?: string;
+  json?: boolean;
+  wait?: boolean;
+}
+
+type Partner = Record<string, unknown> & { id: string; status: string };
+
+const PARTNER_COLUMNS = [
+  column('ID', 'id'),
+  column('NAME', 'display_name'),
+  column('STATUS', 'status'),
+  column('CUSTOMERS', 'customer_count'),
+  column('RATE', 'limits.rate_limit_per_minute'),
+  column('SCOPES', 'scopes'),
+];
+
+function settingsFlags(command: Command): Command {
+  return command
+    .option('--scopes <list>', `comma-separated scopes (${SCOPES.join(', ')})`)
+    .option('--max-customers <n>', 'maximum customers; 0 means unlimited')
+    .option('--max-projects <n>', 'maximum projects per customer')
+    .option('--max-open-operations <n>', 'maximum provisioning operations in flight')
+    .option('--usage-window-days <n>', 'longest usage window in one export')
+    .option('--rate-limit <perMin/burst>', 'partner request rate, for example 120/40')
+    .option('--default-plan <plan>', 'plan given to customers created without one')
+    .option('--grace-days <n>', 'default grace period of a scheduled deletion')
+    .option('--json', 'print JSON');
+}
+
+export function registerPartnerCommands(program: Command): void {
+  const partners = program.command('partners').description('create, read, change and suspend partners');
+
+  settingsFlags(
+    partners
+      .command('create <id>')
+      .description('create a partner')
+      .requiredOption('--name <display name>', 'display name')
+      .option('--allow-private-webhooks', 'allow webhook receivers on private addresses')
+      .option('--no-wait', 'do not wait until the partner can exchange keys'),
+  ).action(async (id: string, flags: PartnerFlags) => {
+    const client = operatorClientFromEnv();
+    let partner = await client.request<Partner>('POST', '/partners', { id, ...settingsBody(flags) });
+    if (flags.wait !== false && partner.status === 'provisioning') {
+      partner = await wait(`provisioning partner ${id}`, async () => {
+        const current = await client.request<Partner>('GET', `/partners/${encodeURIComponent(id)}`);
+        return current.status === 'provisioning' ? undefined : current;
+      });
+    }
+    printRecord(flags.json === true, partner);
+  });
+
+  partners
+    .command('list')
+    .description('list partners')
+    .option('--json', 'print JSON')
+    .action(async (flags: { json?: boolean }) => {
+      const client = operatorClientFromEnv();
+      const all = await fetchAll<Partner>('partners', (cursor) =>
+        client.request('GET', `/partners?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`),
+      );
+      printRows(flags.json === true, all, PARTNER_COLUMNS, all);
+    });
+
+  partners
+    .command('show <id>')
+    .description('show one partner')
+    .option('--json', 'print JSON')
+    .action(async (id: string, flags: { json?: boolean }) => {
+      printRecord(flags.json === true, await operatorClientFromEnv().request('GET', `/partners/${encodeURIComponent(id)}`));
+    });
+
+  settingsFlags(
+    partners
+      .command('update <id>')
+      .description("change a partner's name, scopes, limits or defaults")
+      .option('--name <display name>', 'display name')
+      .addOption(new Option('--allow-private-webhooks', 'allow webhook receivers on private addresses'))
+      .addOption(new Option('--no-allow-private-webhooks', 'refuse webhook receivers on private addresses')),
+  ).action(async (id: string, flags: PartnerFlags) => {
+    const body = settingsBody(flags);
+    if (Object.keys(body).length === 0) throw new CliError('nothing to change: pass at least one flag (see tenantry partners update --help)', 2);
+    printRecord(flags.json === true, await operatorClientFromEnv().request('PATCH', `/partners/${encodeURIComponent(id)}`, body));
+  });
+
+  for (const action of ['suspend', 'unsuspend'] as const) {
+    partners
+      .command(`${action} <id>`)
+      .description(action === 'suspend' ? 'suspend a partner: token exchange refused, tokens refused within seconds' : 'lift a suspension')
+      .option('--json', 'print JSON')
+      .action(async (id: string, flags: { json?: boolean }) => {
+        printRecord(flags.json === true, await operatorClientFromEnv().request('POST', `/partners/${encodeURIComponent(id)}/${action}`));
+      });
+  }
+}
+
+/** Turns flags into the operator API's request body, refusing malformed numbers with one line. */
+export function settingsBody(flags: PartnerFlags): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  const limits: Record<string, number> = {};
+  const defaults: Record<string, unknown> = {};
+  if (flags.name !== undefined) body.display_name = flags.name;
+  if (flags.scopes !== undefined) body.scopes = flags.scopes.split(',').map((s) => s.trim()).filter(Boolean);
+  const int = (flag: string, value: string | undefined, into: Record<string, unknown>, field: string) => {
+    if (value === undefined) return;
+    if (!/^\d+$/.test(value)) throw new CliError(`${flag} must be a whole number, got "${value}"`, 2);
+    into[field] = Number(value);
+  };
+  int('--max-customers', flags.maxCustomers, limits, 'max_customers');
+  int('--max-projects', flags.maxProjects, limits, 'max_projects_per_customer');
+  int('--max-open-operations', flags.maxOpenOperations, limits, 'max_open_operations');
+  int('--usage-window-days', flags.usageWindowDays, limits, 'max_usage_window_days');
+  if (flags.rateLimit !== undefined) {
+    const match = /^(\d+)\/(\d+)$/.exec(flags.rateLimit);
+    if (!match) throw new CliError(`--rate-limit must be PER_MIN/BURST, for example 120/40; got "${flags.rateLimit}"`, 2);
+    limits.rate_limit_per_minute = Number(match[1]);
+    limits.rate_limit_burst = Number(match[2]);
+  }
+  if (flags.defaultPlan !== undefined) defaults.plan_id = flags.defaultPlan;
+  int('--grace-days', flags.graceDays, defaults, 'grace_days');
+  if (Object.keys(limits).length > 0) body.limits = limits;
+  if (Object.keys(defaults).length > 0) body.defaults = defaults;
+  if (flags.allowPrivateWebhooks !== undefined) body.allow_private_webhooks = flags.allowPrivateWebhooks;
+  return body;
+}

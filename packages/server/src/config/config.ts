@@ -1,0 +1,129 @@
+import { isAbsolute, resolve } from 'node:path';
+
+/**
+ * The server's configuration (CONTRACT §2): environment variables, overridden
+ * by command-line flags. Every problem names its variable, so start-up can
+ * stop with one line that says what to fix.
+ */
+export interface Config {
+  databaseUrl: string | undefined;
+  dataDir: string;
+  listen: HostPort;
+  operatorListen: HostPort;
+  publicUrl: string;
+  operatorToken: string | undefined;
+  platform: 'sandbox' | 'kubernetes';
+  sandboxDelayMs: number;
+  osImagesFile: string | undefined;
+  webhookCaFile: string | undefined;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  trustProxy: boolean;
+  /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
+  partnerCacheMs: number;
+}
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+export class ConfigError extends Error {
+  readonly variable: string;
+
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+export function loadConfig(env: Env = process.env, overrides: Env = {}): Config {
+  const get = (name: string): string | undefined => {
+    const value = overrides[name] ?? env[name];
+    return value === undefined || value === '' ? undefined : value;
+  };
+
+  const listen = parseHostPort('TENANTRY_LISTEN', get('TENANTRY_LISTEN') ?? '127.0.0.1:8080');
+  const operatorListen = parseHostPort('TENANTRY_OPERATOR_LISTEN', get('TENANTRY_OPERATOR_LISTEN') ?? '127.0.0.1:8081');
+  if (listen.port !== 0 && listen.host === operatorListen.host && listen.port === operatorListen.port) {
+    throw new ConfigError('TENANTRY_OPERATOR_LISTEN', 'must differ from TENANTRY_LISTEN: the operator API is never served with the partner API');
+  }
+
+  const databaseUrl = get('TENANTRY_DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/.+/.test(databaseUrl)) {
+    throw new ConfigError('TENANTRY_DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
+  }
+
+  const dataDirRaw = get('TENANTRY_DATA_DIR') ?? './.tenantry';
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(dataDirRaw);
+
+  const publicUrlRaw = get('TENANTRY_PUBLIC_URL') ?? `http://${formatHost(listen.host)}:${listen.port}`;
+  let publicUrl: string;
+  try {
+    const url = new URL(publicUrlRaw);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('scheme');
+    publicUrl = url.toString().replace(/\/$/, '');
+  } catch {
+    throw new ConfigError('TENANTRY_PUBLIC_URL', `must be an http:// or https:// URL, got "${publicUrlRaw}"`);
+  }
+
+  const operatorToken = get('TENANTRY_OPERATOR_TOKEN');
+  if (operatorToken !== undefined && operatorToken.length < 24) {
+    throw new ConfigError('TENANTRY_OPERATOR_TOKEN', 'must be at least 24 characters');
+  }
+
+  const platform = get('TENANTRY_PLATFORM') ?? 'sandbox';
+  if (platform !== 'sandbox' && platform !== 'kubernetes') {
+    throw new ConfigError('TENANTRY_PLATFORM', `must be "sandbox" or "kubernetes", got "${platform}"`);
+  }
+  if (platform === 'kubernetes') {
+    throw new ConfigError('TENANTRY_PLATFORM', 'the kubernetes platform is not available in this build; use "sandbox"');
+  }
+
+  const logLevel = get('TENANTRY_LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
+  }
+
+  return {
+    databaseUrl,
+    dataDir,
+    listen,
+    operatorListen,
+    publicUrl,
+    operatorToken,
+    platform,
+    sandboxDelayMs: parseInteger('TENANTRY_SANDBOX_DELAY_MS', get('TENANTRY_SANDBOX_DELAY_MS') ?? '3000', 0, 3_600_000),
+    osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
+    webhookCaFile: get('TENANTRY_WEBHOOK_CA_FILE'),
+    logLevel: logLevel as Config['logLevel'],
+    trustProxy: parseBoolean('TENANTRY_TRUST_PROXY', get('TENANTRY_TRUST_PROXY') ?? 'false'),
+    partnerCacheMs: parseInteger('TENANTRY_PARTNER_CACHE_MS', get('TENANTRY_PARTNER_CACHE_MS') ?? '2000', 0, 5000),
+  };
+}
+
+function parseHostPort(variable: string, value: string): HostPort {
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(value);
+  const port = match ? Number(match[3]) : Number.NaN;
+  if (!match || port > 65535) throw new ConfigError(variable, `must be host:port (for example 127.0.0.1:8080), got "${value}"`);
+  return { host: match[1] ?? match[2] ?? '', port };
+}
+
+function formatHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
+function parseInteger(variable: string, value: string, min: number, max: number): number {
+  if (!/^\d+$/.test(value)) throw new ConfigError(variable, `must be a whole number, got "${value}"`);
+  const number = Number(value);
+  if (number < min || number > max) throw new ConfigError(variable, `must be between ${min} and ${max}, got ${number}`);
+  return number;
+}
+
+function parseBoolean(variable: string, value: string): boolean {
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(variable, `must be true or false, got "${value}"`);
+}

@@ -1,0 +1,56 @@
+import { mkdirSync } from 'node:fs';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { PGlitePool } from './pglite-pool.ts';
+import type { Database } from './schema.ts';
+
+export type Db = Kysely<Database>;
+
+export interface DatabaseHandle {
+  db: Db;
+  /** true for the embedded PGlite database: one process owns it. */
+  embedded: boolean;
+  close(): Promise<void>;
+}
+
+export type DatabaseTarget = { kind: 'embedded'; dataDir: string | undefined } | { kind: 'postgres'; url: string };
+
+// int8 (counts) as numbers in both drivers; PGlite already does this.
+pg.types.setTypeParser(20, (value) => Number(value));
+
+export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
+  if (target.kind === 'embedded') {
+    if (target.dataDir !== undefined) mkdirSync(target.dataDir, { recursive: true });
+    const pool = await PGlitePool.open(target.dataDir);
+    // biome-ignore lint/suspicious/noExplicitAny: PGlitePool implements the subset of pg.Pool Kysely calls.
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: pool as any }) });
+    return { db, embedded: true, close: () => db.destroy() };
+  }
+  const pool = new pg.Pool({
+    connectionString: target.url,
+    max: 10,
+    // Fail fast when the server is unreachable: requests answer 503 instead of hanging.
+    connectionTimeoutMillis: 2_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on('error', () => {});
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return { db, embedded: false, close: () => db.destroy() };
+}
+
+const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** True when an error means "the database cannot be reached right now", not "the query is wrong". */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_NODE_CODES.has(code)) return true;
+    // SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
+    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+  }
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+    error.message,
+  );
+}

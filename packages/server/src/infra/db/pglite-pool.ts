@@ -1,0 +1,61 @@
+import { PGlite } from '@electric-sql/pglite';
+
+/**
+ * A pg-Pool-shaped front for PGlite, so Kysely's PostgresDialect drives both
+ * databases with one SQL dialect. PGlite is a single connection: `connect()`
+ * hands it out to one borrower at a time (a FIFO queue), which is exactly what
+ * keeps a Kysely transaction's statements together.
+ */
+interface QueryResultLike {
+  command: string;
+  rowCount: number;
+  rows: unknown[];
+}
+
+export interface PoolClientLike {
+  query(sql: string, params?: readonly unknown[]): Promise<QueryResultLike>;
+  release(): void;
+}
+
+export class PGlitePool {
+  readonly #db: PGlite;
+  #busy = false;
+  readonly #waiting: Array<() => void> = [];
+
+  private constructor(db: PGlite) {
+    this.#db = db;
+  }
+
+  /** `dataDir` undefined keeps the database in memory (tests). */
+  static async open(dataDir: string | undefined): Promise<PGlitePool> {
+    const db = dataDir === undefined ? new PGlite() : new PGlite(dataDir);
+    await db.waitReady;
+    return new PGlitePool(db);
+  }
+
+  async connect(): Promise<PoolClientLike> {
+    if (this.#busy) {
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    }
+    this.#busy = true;
+    let released = false;
+    return {
+      query: async (sql, params) => {
+        const result = await this.#db.query(sql, params ? [...params] : []);
+        // Kysely reads `command` only to report affected rows of writes.
+        return { command: 'UPDATE', rowCount: result.affectedRows ?? 0, rows: result.rows };
+      },
+      release: () => {
+        if (released) return;
+        released = true;
+        const next = this.#waiting.shift();
+        if (next) next();
+        else this.#busy = false;
+      },
+    };
+  }
+
+  async end(): Promise<void> {
+    await this.#db.close();
+  }
+}

@@ -1,0 +1,103 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import { ApiError } from '../errors/catalogue.ts';
+import { newId } from '../ids.ts';
+import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
+import { installValidators } from './validation.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The partner a request acts for, once authenticated; logged with each request. */
+    logPartnerId?: string;
+  }
+}
+
+const ROUTABLE_METHODS: HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+
+/**
+ * The Fastify instance both APIs start from: minted request ids on every
+ * response, one JSON log line per request, the catalogue's error envelope for
+ * everything (including unknown routes, wrong methods and a server that is
+ * shutting down), and strict validators.
+ */
+export function createHttpApp(logger: FastifyBaseLogger, name: string, options: { trustProxy?: boolean } = {}) {
+  const app = Fastify({
+    loggerInstance: logger,
+    // One line per request, written by the onResponse hook below.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    genReqId: () => newId('request'),
+    requestIdHeader: false,
+    bodyLimit: BODY_LIMIT_BYTES,
+    return503OnClosing: false,
+    // Clients on keep-alive must not hold a shutdown open.
+    forceCloseConnections: 'idle',
+    routerOptions: { maxParamLength: 500 },
+    trustProxy: options.trustProxy ?? false,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  installValidators(app);
+  installErrorHandler(app);
+
+  // A second router, fed with every route, answers "which methods does this path have?".
+  const methodsByPath = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (method === 'HEAD' || method === 'OPTIONS') continue;
+      methodsByPath.on(method as HTTPMethod, route.url, () => {});
+    }
+  });
+
+  let closing = false;
+  app.addHook('onClose', async () => {
+    closing = true;
+  });
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    if (closing) {
+      reply.header('connection', 'close');
+      return sendError(
+        request,
+        reply,
+        new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }),
+      );
+    }
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        api: name,
+        partner: request.logPartnerId,
+        method: request.method,
+        route: request.routeOptions.url ?? null,
+        status: reply.statusCode,
+        latency_ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    );
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = ROUTABLE_METHODS.filter((m) => methodsByPath.find(m, path) !== null);
+    if (allowed.length > 0) {
+      return sendError(
+        request,
+        reply,
+        new ApiError('METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}.`, {
+          details: { method: request.method, allowed },
+          headers: { allow: allowed.join(', ') },
+        }),
+      );
+    }
+    return sendError(request, reply, new ApiError('NOT_FOUND', `No route matches ${request.method} ${path}.`));
+  });
+
+  return app;
+}

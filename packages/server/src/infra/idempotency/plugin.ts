@@ -1,0 +1,86 @@
+import { createHash } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Clock } from '../clock.ts';
+import type { Db } from '../db/database.ts';
+import { ApiError, validationError } from '../errors/catalogue.ts';
+import { claimKey, completeKey, type IdempotencyScope, releaseKey } from './store.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    idempotency?: IdempotencyScope;
+  }
+}
+
+const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+/**
+ * `Idempotency-Key` on authenticated mutating calls (partner-api.md,
+ * Conventions). Runs after authentication and validation, so a malformed
+ * request never consumes a key. The stored response is written before the
+ * response leaves, so a replay is never older than what the client saw.
+ * A 5xx is not stored: the client may retry it with the same key.
+ */
+export const idempotencyPlugin = fp(
+  async (app: FastifyInstance, opts: { db: Db; clock: Clock }) => {
+    const { db, clock } = opts;
+
+    app.addHook('preHandler', async (request, reply) => {
+      const header = request.headers['idempotency-key'];
+      if (header === undefined || !MUTATING.has(request.method) || !request.principal) return;
+      if (typeof header !== 'string' || !KEY_PATTERN.test(header)) {
+        throw validationError([{ in: 'header', field: 'idempotency-key', message: 'must be 1 to 255 visible ASCII characters, sent once' }]);
+      }
+      const { claims } = request.principal;
+      const scope: IdempotencyScope = { partnerId: claims.partnerId, mode: claims.mode, key: header };
+      const fingerprint = createHash('sha256')
+        .update(`${request.method} ${request.url}\n${canonicalJson(request.body ?? null)}`)
+        .digest('hex');
+      const claim = await claimKey(db, scope, fingerprint, request.id, clock.now());
+      switch (claim.kind) {
+        case 'claimed':
+          request.idempotency = scope;
+          return;
+        case 'reused':
+          throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request.', {
+            details: { idempotency_key: header },
+          });
+        case 'in_progress':
+          throw new ApiError('IDEMPOTENCY_KEY_IN_PROGRESS', 'The first request with this Idempotency-Key is still running.', {
+            retryAfter: 1,
+            details: { idempotency_key: header },
+          });
+        case 'replay':
+          reply
+            .code(claim.statusCode)
+            .header('x-request-id', claim.requestId)
+            .header('idempotent-replayed', 'true')
+            .type('application/json; charset=utf-8');
+          return reply.send(claim.body);
+      }
+    });
+
+    app.addHook('onSend', async (request, reply, payload) => {
+      const scope = request.idempotency;
+      if (!scope) return payload;
+      request.idempotency = undefined;
+      if (reply.statusCode >= 500) await releaseKey(db, scope, request.id);
+      else await completeKey(db, scope, request.id, reply.statusCode, typeof payload === 'string' ? payload : String(payload ?? ''));
+      return payload;
+    });
+  },
+  { name: 'tenantry-idempotency' },
+);
+
+/** JSON with object keys sorted, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are one request. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}

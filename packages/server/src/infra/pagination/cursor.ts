@@ -1,0 +1,100 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { Type } from 'typebox';
+import { validationError } from '../errors/catalogue.ts';
+
+/**
+ * Opaque, signed keyset cursors. A cursor names its list and the filters it
+ * was issued under, and carries the sort key of the last item returned; it is
+ * refused (400 VALIDATION_ERROR) on any other list or with other filters.
+ */
+export const PAGE_LIMIT_DEFAULT = 50;
+export const PAGE_LIMIT_MAX = 200;
+
+export const PageQuery = {
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: 'Page size, 1 to 200.' }),
+  ),
+  cursor: Type.Optional(
+    Type.String({ minLength: 1, maxLength: 1024, description: 'The `next_cursor` of the previous page, unchanged.' }),
+  ),
+};
+
+export const PaginationSchema = Type.Object({
+  next_cursor: Type.Union([Type.String(), Type.Null()]),
+  limit: Type.Integer(),
+});
+
+export type SortKey = readonly (string | number)[];
+
+export interface Page<T> {
+  data: T[];
+  pagination: { next_cursor: string | null; limit: number };
+}
+
+interface CursorBody {
+  l: string;
+  f: string;
+  k: SortKey;
+}
+
+export class CursorCodec {
+  readonly #key: Buffer;
+
+  constructor(key: Buffer) {
+    this.#key = key;
+  }
+
+  encode(list: string, filters: Record<string, unknown>, key: SortKey): string {
+    const body = Buffer.from(JSON.stringify({ l: list, f: fingerprint(filters), k: key } satisfies CursorBody));
+    return `${body.toString('base64url')}.${this.#sign(body).toString('base64url')}`;
+  }
+
+  /** The sort key a cursor carries, or a 400 naming why it cannot be used here. */
+  decode(cursor: string, list: string, filters: Record<string, unknown>): SortKey {
+    const invalid = (message: string) => validationError([{ in: 'query', field: 'cursor', message }]);
+    const [bodyPart, signaturePart, extra] = cursor.split('.');
+    if (!bodyPart || !signaturePart || extra !== undefined) throw invalid('is not a cursor issued by this API');
+    const body = Buffer.from(bodyPart, 'base64url');
+    const signature = Buffer.from(signaturePart, 'base64url');
+    const expected = this.#sign(body);
+    if (signature.length !== expected.length || !timingSafeEqual(signature, expected)) {
+      throw invalid('is not a cursor issued by this API');
+    }
+    const parsed = JSON.parse(body.toString('utf8')) as CursorBody;
+    if (parsed.l !== list) throw invalid('belongs to another list');
+    if (parsed.f !== fingerprint(filters)) {
+      throw invalid('was issued with other filters; pass every other query parameter unchanged');
+    }
+    return parsed.k;
+  }
+
+  #sign(body: Buffer): Buffer {
+    return createHmac('sha256', this.#key).update(body).digest().subarray(0, 16);
+  }
+}
+
+function fingerprint(filters: Record<string, unknown>): string {
+  const entries = Object.entries(filters)
+    .filter(([, value]) => value !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : 1));
+  return JSON.stringify(entries);
+}
+
+/**
+ * Builds a page from `limit + 1` rows fetched in list order: the extra row only
+ * tells whether another page exists, so `next_cursor` is null exactly at the end.
+ */
+export function toPage<Row, Item>(
+  rows: Row[],
+  limit: number,
+  toItem: (row: Row) => Item,
+  nextCursor: (last: Row) => string,
+): Page<Item> {
+  const hasMore = rows.length > limit;
+  const pageRows = hasMore ? rows.slice(0, limit) : rows;
+  const last = pageRows[pageRows.length - 1];
+  return {
+    data: pageRows.map(toItem),
+    pagination: { next_cursor: hasMore && last !== undefined ? nextCursor(last) : null, limit },
+  };
+}

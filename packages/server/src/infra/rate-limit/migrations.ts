@@ -1,0 +1,14 @@
+import type { Kysely, Migration } from 'kysely';
+
+export const rateLimitMigrations: Record<string, Migration> = {
+  '0005_rate_limits_create': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('rate_limits')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('tat_ms', 'float8', (c) => c.notNull())
+        .addColumn('allowed', 'boolean', (c) => c.notNull())
+        .execute();
+    },
+  },
+};

@@ -1,0 +1,22 @@
+import type { Logger } from 'pino';
+import { healthRoutes } from '../app/health.ts';
+import type { Services } from '../app/services.ts';
+import { createHttpApp } from '../infra/http/create-http-app.ts';
+import { operatorAuthPlugin } from './operator-auth.ts';
+import { operatorRoutes } from './routes.ts';
+
+export const OPERATOR_API_PREFIX = '/api/operator/v1';
+
+/** The operator API: its own listener, its own token, never served with the partner API. */
+export async function buildOperatorApp(services: Services, logger: Logger, operatorToken: string) {
+  const app = createHttpApp(logger, 'operator-api');
+  await app.register(healthRoutes, { db: services.options.database.db });
+  await app.register(
+    async (api) => {
+      await api.register(operatorAuthPlugin, { token: operatorToken });
+      await api.register(operatorRoutes, { services });
+    },
+    { prefix: OPERATOR_API_PREFIX },
+  );
+  return app;
+}

@@ -1,0 +1,29 @@
+import { type Kysely, type Migration, sql } from 'kysely';
+
+export const partnerMigrations: Record<string, Migration> = {
+  '0002_partners_create': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('partners')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('display_name', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull().check(sql`status in ('active', 'suspended')`))
+        .addColumn('scopes', sql`text[]`, (c) => c.notNull())
+        .addColumn('max_customers', 'integer', (c) => c.notNull())
+        .addColumn('max_projects_per_customer', 'integer', (c) => c.notNull())
+        .addColumn('max_open_operations', 'integer', (c) => c.notNull())
+        .addColumn('usage_window_days', 'integer', (c) => c.notNull())
+        .addColumn('rate_limit_per_minute', 'integer', (c) => c.notNull())
+        .addColumn('rate_limit_burst', 'integer', (c) => c.notNull())
+        .addColumn('allow_private_webhooks', 'boolean', (c) => c.notNull().defaultTo(false))
+        .addColumn('default_plan_id', 'text', (c) => c.notNull())
+        .addColumn('grace_days', 'integer', (c) => c.notNull())
+        .addColumn('customer_count', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('ready_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('suspended_at', 'timestamptz')
+        .addColumn('created_at', 'timestamptz', (c) => c.notNull())
+        .addColumn('updated_at', 'timestamptz', (c) => c.notNull())
+        .execute();
+    },
+  },
+};

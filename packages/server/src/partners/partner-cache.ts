@@ -1,0 +1,42 @@
+import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/database.ts';
+import { findPartner, type PartnerRow } from './store.ts';
+
+/**
+ * The partner record as the authenticated hot path sees it. Entries live a
+ * short, fixed time, so a suspension made by any process reaches every process
+ * within that time; a change made by this process invalidates its entry at
+ * once. Concurrent misses for one partner share one query.
+ */
+export class PartnerCache {
+  readonly #db: Db;
+  readonly #clock: Clock;
+  readonly #ttlMs: number;
+  readonly #entries = new Map<string, { row: PartnerRow | undefined; fetchedAtMs: number }>();
+  readonly #inflight = new Map<string, Promise<PartnerRow | undefined>>();
+
+  constructor(db: Db, clock: Clock, ttlMs: number) {
+    this.#db = db;
+    this.#clock = clock;
+    this.#ttlMs = ttlMs;
+  }
+
+  async get(id: string): Promise<PartnerRow | undefined> {
+    const entry = this.#entries.get(id);
+    const nowMs = this.#clock.nowMs();
+    if (entry && nowMs - entry.fetchedAtMs < this.#ttlMs && nowMs >= entry.fetchedAtMs) return entry.row;
+    let pending = this.#inflight.get(id);
+    if (!pending) {
+      pending = findPartner(this.#db, id).finally(() => this.#inflight.delete(id));
+      this.#inflight.set(id, pending);
+      const row = await pending;
+      this.#entries.set(id, { row, fetchedAtMs: nowMs });
+      return row;
+    }
+    return pending;
+  }
+
+  invalidate(id: string): void {
+    this.#entries.delete(id);
+  }
+}

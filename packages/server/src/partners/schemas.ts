@@ -1,0 +1,86 @@
+import { type Static, Type } from 'typebox';
+import { SCOPES } from '../auth/scopes.ts';
+
+export const PARTNER_ID_PATTERN = '^[a-z][a-z0-9-]{1,30}[a-z0-9]$';
+
+export const PartnerId = Type.String({ pattern: PARTNER_ID_PATTERN, description: 'Partner id: lowercase letters, digits and dashes, 3 to 32 characters.' });
+
+const ScopeList = Type.Array(
+  Type.Union([Type.Literal('customers:read'), Type.Literal('customers:write'), Type.Literal('customers:sso'), Type.Literal('usage:read')]),
+  { uniqueItems: true, maxItems: SCOPES.length, description: 'Scopes granted on new tokens.' },
+);
+
+export const PartnerLimits = Type.Object(
+  {
+    max_customers: Type.Integer({ minimum: 0, maximum: 1_000_000, description: '0 means unlimited.' }),
+    max_projects_per_customer: Type.Integer({ minimum: 1, maximum: 10_000 }),
+    max_open_operations: Type.Integer({ minimum: 1, maximum: 10_000 }),
+    max_usage_window_days: Type.Integer({ minimum: 1, maximum: 366 }),
+    rate_limit_per_minute: Type.Integer({ minimum: 1, maximum: 100_000 }),
+    rate_limit_burst: Type.Integer({ minimum: 1, maximum: 100_000 }),
+  },
+  { additionalProperties: false },
+);
+
+export const PartnerDefaults = Type.Object(
+  {
+    plan_id: Type.String({ minLength: 1, maxLength: 63 }),
+    grace_days: Type.Integer({ minimum: 0, maximum: 365 }),
+  },
+  { additionalProperties: false },
+);
+
+export const Partner = Type.Object({
+  id: Type.String(),
+  display_name: Type.String(),
+  status: Type.Union([Type.Literal('provisioning'), Type.Literal('active'), Type.Literal('suspended')]),
+  scopes: Type.Array(Type.String()),
+  limits: PartnerLimits,
+  defaults: PartnerDefaults,
+  allow_private_webhooks: Type.Boolean(),
+  customer_count: Type.Integer(),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+  suspended_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+export type Partner = Static<typeof Partner>;
+
+const DisplayName = Type.String({ minLength: 1, maxLength: 200 });
+
+export const CreatePartnerRequest = Type.Object(
+  {
+    id: PartnerId,
+    display_name: DisplayName,
+    scopes: Type.Optional(ScopeList),
+    limits: Type.Optional(Type.Partial(PartnerLimits, { additionalProperties: false })),
+    defaults: Type.Optional(Type.Partial(PartnerDefaults, { additionalProperties: false })),
+    allow_private_webhooks: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type CreatePartnerRequest = Static<typeof CreatePartnerRequest>;
+
+export const UpdatePartnerRequest = Type.Object(
+  {
+    display_name: Type.Optional(DisplayName),
+    scopes: Type.Optional(ScopeList),
+    limits: Type.Optional(Type.Partial(PartnerLimits, { additionalProperties: false })),
+    defaults: Type.Optional(Type.Partial(PartnerDefaults, { additionalProperties: false })),
+    allow_private_webhooks: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type UpdatePartnerRequest = Static<typeof UpdatePartnerRequest>;
+
+/** What a new partner gets when the operator does not say otherwise. */
+export const PARTNER_DEFAULTS = {
+  limits: {
+    max_customers: 100,
+    max_projects_per_customer: 10,
+    max_open_operations: 20,
+    max_usage_window_days: 93,
+    rate_limit_per_minute: 120,
+    rate_limit_burst: 40,
+  },
+  defaults: { plan_id: 'standard', grace_days: 14 },
+} as const;
