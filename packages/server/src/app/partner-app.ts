@@ -1,3 +1,4 @@
+import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticatePlugin } from '../auth/authenticate.ts';
 import { authRoutes } from '../auth/routes.ts';
@@ -14,7 +15,7 @@ export const PARTNER_API_PREFIX = '/api/public/v1';
  * plugins every partner route inherits (authentication and rate limits, then
  * idempotency, which needs the principal), then the modules' routes.
  */
-export async function buildPartnerApp(services: Services, logger: Logger) {
+export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
   const app = createHttpApp(logger, 'partner-api', { trustProxy });
 
@@ -24,6 +25,7 @@ export async function buildPartnerApp(services: Services, logger: Logger) {
       await api.register(authenticatePlugin, { auth: services.auth });
       await api.register(idempotencyPlugin, { db: database.db, clock });
       await api.register(authRoutes, { auth: services.auth });
+      for (const routes of extraRoutes) await api.register(routes, { services });
     },
     { prefix: PARTNER_API_PREFIX },
   );

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
@@ -25,6 +26,8 @@ export interface StartOptions {
   logger?: Logger;
   /** An already-open database (tests share one across servers). */
   database?: DatabaseHandle;
+  /** More partner API routes, mounted under the prefix with every cross-cutting rule (tests mount fixtures here). */
+  partnerRoutes?: FastifyPluginAsync<{ services: Services }>[];
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -53,7 +56,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
-    const partnerApp = await buildPartnerApp(services, logger);
+    const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
     const operatorApp = await buildOperatorApp(services, logger, operatorToken);
     const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port });
     const operatorUrl = await operatorApp.listen({ host: config.operatorListen.host, port: config.operatorListen.port });

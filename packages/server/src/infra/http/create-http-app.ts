@@ -69,6 +69,13 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
     }
   });
 
+  // Responses finished while draining close their connection, so keep-alive
+  // clients cannot hold the shutdown open until their idle timeout.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    if (closing) reply.header('connection', 'close');
+    return payload;
+  });
+
   app.addHook('onResponse', async (request, reply) => {
     request.log.info(
       {

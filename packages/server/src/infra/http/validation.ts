@@ -35,20 +35,37 @@ export function toFieldProblems(
   context: string | undefined,
 ): FieldProblem[] {
   const where = PART[context ?? 'body'] ?? 'body';
-  return errors.map((error) => {
-    const base = pointerToPath(error.instancePath ?? '');
+  // A union of literals fails once per branch plus once as `anyOf`: report it
+  // once, as the list of allowed values.
+  const unionPaths = new Set(errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath ?? ''));
+  const problems: FieldProblem[] = [];
+  const seen = new Set<string>();
+  for (const error of errors) {
+    const path = error.instancePath ?? '';
     const params = (error.params ?? {}) as Record<string, unknown>;
-    if (error.keyword === 'required') {
-      return { in: where, field: join(base, String(params.missingProperty)), message: 'is required' };
+    let problem: FieldProblem;
+    if (unionPaths.has(path) && error.keyword !== 'anyOf') continue;
+    if (error.keyword === 'anyOf') {
+      const allowed = errors
+        .filter((e) => e.instancePath === path && e.keyword === 'const')
+        .map((e) => (e.params as { allowedValue?: unknown }).allowedValue);
+      const message = allowed.length > 0 ? `must be one of: ${allowed.join(', ')}` : 'does not match any allowed form';
+      problem = { in: where, field: pointerToPath(path), message };
+    } else if (error.keyword === 'required') {
+      problem = { in: where, field: join(pointerToPath(path), String(params.missingProperty)), message: 'is required' };
+    } else if (error.keyword === 'additionalProperties') {
+      problem = { in: where, field: join(pointerToPath(path), String(params.additionalProperty)), message: 'is not a known field' };
+    } else if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) {
+      problem = { in: where, field: pointerToPath(path), message: `must be one of: ${params.allowedValues.join(', ')}` };
+    } else {
+      problem = { in: where, field: pointerToPath(path), message: error.message ?? 'is invalid' };
     }
-    if (error.keyword === 'additionalProperties') {
-      return { in: where, field: join(base, String(params.additionalProperty)), message: 'is not a known field' };
-    }
-    if (error.keyword === 'enum' && Array.isArray(params.allowedValues)) {
-      return { in: where, field: base, message: `must be one of: ${params.allowedValues.join(', ')}` };
-    }
-    return { in: where, field: base, message: error.message ?? 'is invalid' };
-  });
+    const key = `${problem.field}\u0000${problem.message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    problems.push(problem);
+  }
+  return problems;
 }
 
 function pointerToPath(pointer: string): string {

@@ -1,0 +1,112 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { assertError, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
+import { type FixtureControl, fixtureRoutes } from '../../../test/fixtures.ts';
+import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
+
+for (const target of testDatabases()) {
+  describe(`Idempotency-Key [${target.name}]`, () => {
+    let server: TestServer;
+    let control: FixtureControl;
+    let token: string;
+    let apiKey: string;
+    const effects = async (name: string) =>
+      Number((await sql<{ n: number }>`select count(*)::int as n from fixture_effects where name = ${name}`.execute(server.database.db)).rows[0]?.n);
+    const create = (name: string, key?: string, as = token, extra: Record<string, unknown> = {}) =>
+      partnerApi(server, 'POST', '/test-fixtures/effects', { token: as, body: { name, ...extra }, ...(key ? { headers: { 'idempotency-key': key } } : {}) });
+
+    before(async () => {
+      const fixtures = fixtureRoutes();
+      control = fixtures.control;
+      server = await startTestServer(target, { partnerRoutes: [fixtures.routes] });
+      ({ token, key: apiKey } = await partnerWithToken(server, 'idem', { settings: { limits: { rate_limit_per_minute: 100_000, rate_limit_burst: 1_000 } } }));
+    });
+    after(() => server.stop());
+
+    test('a repeat with the same key and body replays the first response: same status and body, no second effect', async () => {
+      const first = await create('replayed', 'key-1');
+      assert.equal(first.status, 201);
+      const second = await create('replayed', 'key-1');
+      assert.equal(second.status, 201);
+      assert.equal(second.text, first.text);
+      assert.equal(second.headers.get('idempotent-replayed'), 'true');
+      assert.equal(second.headers.get('x-request-id'), first.headers.get('x-request-id'));
+      assert.equal(await effects('replayed'), 1);
+      // Key order in the body does not make a different request.
+      const reordered = await partnerApi(server, 'POST', '/test-fixtures/effects', {
+        token,
+        rawBody: '{"note":"n","name":"ordered"}',
+        headers: { 'content-type': 'application/json', 'idempotency-key': 'key-order' },
+      });
+      const again = await create('ordered', 'key-order', token, { note: 'n' });
+      assert.equal(again.text, reordered.text);
+    });
+
+    test('the same key with a different body answers 409 IDEMPOTENCY_KEY_REUSED and has no effect', async () => {
+      assert.equal((await create('first-body', 'key-2')).status, 201);
+      const error = assertError(await create('second-body', 'key-2'), 409, 'IDEMPOTENCY_KEY_REUSED');
+      assert.equal(error.details?.idempotency_key, 'key-2');
+      assert.equal(await effects('second-body'), 0);
+    });
+
+    test('a repeat while the first runs answers 409 IDEMPOTENCY_KEY_IN_PROGRESS with Retry-After', async () => {
+      const first = partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-slow' } });
+      await control.slowStarted;
+      const second = await partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-slow' } });
+      assertError(second, 409, 'IDEMPOTENCY_KEY_IN_PROGRESS');
+      assert.equal(second.headers.get('retry-after'), '1');
+      control.releaseSlow();
+      assert.equal((await first).status, 200);
+      const replay = await partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-slow' } });
+      assert.equal(replay.status, 200);
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    });
+
+    test('fifty concurrent identical requests have exactly one effect', async () => {
+      const results = await Promise.all(Array.from({ length: 50 }, () => create('concurrent', 'key-50')));
+      assert.equal(await effects('concurrent'), 1);
+      const statuses = results.map((r) => r.status);
+      assert.ok(statuses.every((s) => s === 201 || s === 409), statuses.join(','));
+      for (const result of results.filter((r) => r.status === 409)) assertError(result, 409, 'IDEMPOTENCY_KEY_IN_PROGRESS');
+      const bodies = new Set(results.filter((r) => r.status === 201).map((r) => r.text));
+      assert.equal(bodies.size, 1, 'every success is the same response');
+    });
+
+    test('keys are scoped to partner and mode', async () => {
+      const other = await partnerWithToken(server, 'idem-other');
+      const testToken = (await exchange(server, await issueKey(server, 'idem', { mode: 'test' }))).body.access_token;
+      assert.equal((await create('scoped', 'key-shared')).status, 201);
+      assert.equal((await create('scoped', 'key-shared', other.token)).headers.get('idempotent-replayed'), null);
+      assert.equal((await create('scoped', 'key-shared', testToken)).headers.get('idempotent-replayed'), null);
+      assert.equal(await effects('scoped'), 3);
+    });
+
+    test('a key is kept 24 hours; after that it starts a new request', async () => {
+      assert.equal((await create('expiring', 'key-24h')).status, 201);
+      server.clock.advance(24 * 3600 * 1000 - 1000);
+      token = (await exchange(server, apiKey)).body.access_token;
+      assert.equal((await create('expiring', 'key-24h')).headers.get('idempotent-replayed'), 'true');
+      server.clock.advance(2000);
+      const after24h = await create('expiring', 'key-24h');
+      assert.equal(after24h.status, 201);
+      assert.equal(after24h.headers.get('idempotent-replayed'), null);
+      assert.equal(await effects('expiring'), 2);
+    });
+
+    test('a 500 is not stored: a retry with the same key runs again', async () => {
+      const first = await partnerApi(server, 'POST', '/test-fixtures/fail', { token, headers: { 'idempotency-key': 'key-500' } });
+      assertError(first, 500, 'INTERNAL_ERROR');
+      const second = await partnerApi(server, 'POST', '/test-fixtures/fail', { token, headers: { 'idempotency-key': 'key-500' } });
+      assertError(second, 500, 'INTERNAL_ERROR');
+      assert.notEqual(second.headers.get('idempotent-replayed'), 'true');
+    });
+
+    test('a malformed key answers 400 VALIDATION_ERROR; a validation failure does not consume the key', async () => {
+      const bad = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, body: { name: 'x' }, headers: { 'idempotency-key': 'x'.repeat(256) } });
+      assert.equal((assertError(bad, 400, 'VALIDATION_ERROR').details?.errors as { field: string }[])[0]?.field, 'idempotency-key');
+      assertError(await create('', 'key-valid-later'), 400, 'VALIDATION_ERROR');
+      assert.equal((await create('valid-later', 'key-valid-later')).status, 201);
+    });
+  });
+}

@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
+import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
+import { describe as describeBucket, step } from './gcra.ts';
+
+describe('GCRA token bucket arithmetic', () => {
+  test('a full bucket allows exactly `burst` requests at one instant, then refills at the rate', () => {
+    const policy = { perMinute: 120, burst: 40 };
+    let tat: number | undefined;
+    let allowed = 0;
+    for (let i = 0; i < 50; i++) {
+      const next = step(tat, 0, policy);
+      tat = next.tatMs;
+      if (next.allowed) allowed++;
+    }
+    assert.equal(allowed, 40);
+    assert.equal(step(tat, 499, policy).allowed, false, 'one request every 500 ms at 120/min');
+    assert.equal(step(tat, 500, policy).allowed, true);
+    const decision = describeBucket(tat ?? 0, 0, false, policy);
+    assert.deepEqual(decision, { allowed: false, limit: 120, remaining: 0, retryAfterS: 1 });
+  });
+});
+
+for (const target of testDatabases()) {
+  describe(`rate limits [${target.name}]`, () => {
+    let server: TestServer;
+    before(async () => {
+      server = await startTestServer(target);
+    });
+    after(() => server.stop());
+
+    test('the partner bucket: burst, then 429 RATE_LIMITED with Retry-After; headers count down; refills with time', async () => {
+      const partner = await partnerWithToken(server, 'rl-partner', { settings: { limits: { rate_limit_per_minute: 60, rate_limit_burst: 5 } } });
+      const remaining: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const result = await partnerApi(server, 'GET', '/auth/whoami', { token: partner.token });
+        assert.equal(result.status, 200);
+        assert.equal(result.headers.get('x-ratelimit-limit'), '60');
+        remaining.push(result.headers.get('x-ratelimit-remaining') ?? '');
+      }
+      assert.deepEqual(remaining, ['4', '3', '2', '1', '0']);
+      const limited = await partnerApi(server, 'GET', '/auth/whoami', { token: partner.token });
+      const error = assertError(limited, 429, 'RATE_LIMITED');
+      assert.equal(limited.headers.get('retry-after'), '1');
+      assert.equal(limited.headers.get('x-ratelimit-remaining'), '0');
+      assert.equal(error.details?.limit_per_minute, 60);
+      server.clock.advance(1_000);
+      assert.equal((await partnerApi(server, 'GET', '/auth/whoami', { token: partner.token })).status, 200);
+      assert.equal((await partnerApi(server, 'GET', '/auth/whoami', { token: partner.token })).status, 429);
+    });
+
+    test('the default partner limit is 120 per minute with a burst of 40, shared by every token of the partner', async () => {
+      const partner = await partnerWithToken(server, 'rl-default');
+      const second = (await exchange(server, await issueKey(server, 'rl-default', { mode: 'test' }))).body.access_token;
+      const statuses: number[] = [];
+      for (let i = 0; i < 41; i++) {
+        const token = i % 2 === 0 ? partner.token : second;
+        statuses.push((await partnerApi(server, 'GET', '/auth/whoami', { token })).status);
+      }
+      assert.equal(statuses.filter((s) => s === 200).length, 40);
+      assert.equal(statuses[40], 429);
+    });
+
+    test('the token endpoint: 10 at once per key, then 429 with Retry-After; 30 per minute after', async () => {
+      await createPartner(server, 'rl-token');
+      const key = await issueKey(server, 'rl-token');
+      const other = await issueKey(server, 'rl-token');
+      for (let i = 0; i < 10; i++) assert.equal((await exchange(server, key)).status, 200);
+      const limited = await exchange(server, key);
+      assertError(limited, 429, 'RATE_LIMITED');
+      assert.equal(limited.headers.get('retry-after'), '2');
+      assert.equal((await exchange(server, other)).status, 200, 'limits are per key');
+      server.clock.advance(2_000);
+      assert.equal((await exchange(server, key)).status, 200);
+      assert.equal((await exchange(server, key)).status, 429);
+    });
+
+    test('failed exchanges count against the key too, so a key cannot be brute-forced', async () => {
+      await createPartner(server, 'rl-brute');
+      const key = await issueKey(server, 'rl-brute');
+      const wrong = `${key.slice(0, -3)}zzz`;
+      for (let i = 0; i < 10; i++) assertError(await exchange(server, wrong), 401, 'UNAUTHORIZED');
+      assertError(await exchange(server, wrong), 429, 'RATE_LIMITED');
+      assertError(await exchange(server, key), 429, 'RATE_LIMITED');
+    });
+  });
+}
