@@ -93,12 +93,16 @@ export async function partnerWithToken(
 
 /** Asserts the error envelope, the code and the request id invariant; returns the error. */
 export function assertError(
-  result: HttpResult,
+  // biome-ignore lint/suspicious/noExplicitAny: any response shape can carry an error.
+  result: HttpResult<any>,
   status: number,
   code: string,
 ): { code: string; message: string; request_id: string; details?: Record<string, unknown> } {
   assert.equal(result.status, status, `expected ${status} ${code}, got ${result.status}: ${result.text}`);
-  const body = result.body as { status: string; error: { code: string; message: string; request_id: string; details?: Record<string, unknown> } };
+  const body = result.body as {
+    status: string;
+    error: { code: string; message: string; request_id: string; details?: Record<string, unknown> };
+  };
   assert.equal(body.status, 'error');
   assert.equal(body.error.code, code, result.text);
   assert.equal(typeof body.error.message, 'string');
@@ -107,4 +111,11 @@ export function assertError(
   assert.match(body.error.request_id, /^req_[0-9a-z]{26}$/);
   assert.doesNotMatch(result.text, /at .+\.ts:\d+/, 'no stack trace in a response');
   return body.error;
+}
+
+/** The `details.errors` of a VALIDATION_ERROR. */
+export function fieldErrors(error: { details?: Record<string, unknown> }): { in: string; field: string; message: string }[] {
+  const errors = error.details?.errors;
+  assert.ok(Array.isArray(errors), 'details.errors is a list');
+  return errors as { in: string; field: string; message: string }[];
 }

@@ -39,14 +39,25 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
 
   const routes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
     const db = services.options.database.db;
-    await sql`create table if not exists fixture_effects (id serial primary key, partner_id text not null, mode text not null, name text not null)`.execute(db);
-    await sql`create table if not exists fixture_items (partner_id text not null, mode text not null, name text not null, color text not null, primary key (partner_id, mode, name))`.execute(db);
+    await sql`create table if not exists fixture_effects (id serial primary key, partner_id text not null, mode text not null, name text not null)`.execute(
+      db,
+    );
+    await sql`create table if not exists fixture_items (partner_id text not null, mode text not null, name text not null, color text not null, primary key (partner_id, mode, name))`.execute(
+      db,
+    );
 
-    const EffectBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 40 }), note: Type.Optional(Type.String()) }, { additionalProperties: false });
+    const EffectBody = Type.Object(
+      { name: Type.String({ minLength: 1, maxLength: 40 }), note: Type.Optional(Type.String()) },
+      { additionalProperties: false },
+    );
     app.post('/test-fixtures/effects', { config: { scope: 'customers:write' }, schema: { body: EffectBody } }, async (request, reply) => {
       const { claims } = principalOf(request);
       const body = request.body as { name: string };
-      const row = await sql<{ id: number }>`insert into fixture_effects (partner_id, mode, name) values (${claims.partnerId}, ${claims.mode}, ${body.name}) returning id`.execute(db);
+      const row = await sql<{
+        id: number;
+      }>`insert into fixture_effects (partner_id, mode, name) values (${claims.partnerId}, ${claims.mode}, ${body.name}) returning id`.execute(
+        db,
+      );
       return reply.code(201).send({ status: 'success', data: { id: row.rows[0]?.id, name: body.name } });
     });
 
@@ -78,15 +89,32 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
           and (${query.color ?? null}::text is null or color = ${query.color ?? null})
           and name > ${after}
         order by name limit ${limit + 1}`.execute(db);
-      return { status: 'success', ...toPage(rows.rows, limit, (r) => r, (last) => services.cursors.encode(list, filters, [last.name])) };
+      return {
+        status: 'success',
+        ...toPage(
+          rows.rows,
+          limit,
+          (r) => r,
+          (last) => services.cursors.encode(list, filters, [last.name]),
+        ),
+      };
     };
     app.get('/test-fixtures/items', { config: { scope: 'customers:read' }, schema: { querystring: ItemsQuery } }, listItems('items'));
-    app.get('/test-fixtures/other-items', { config: { scope: 'customers:read' }, schema: { querystring: ItemsQuery } }, listItems('other-items'));
+    app.get(
+      '/test-fixtures/other-items',
+      { config: { scope: 'customers:read' }, schema: { querystring: ItemsQuery } },
+      listItems('other-items'),
+    );
 
     app.get('/test-fixtures/items/:name', { config: { scope: 'customers:read' } }, async (request) => {
       const { claims } = principalOf(request);
       const { name } = request.params as { name: string };
-      const rows = await sql<{ name: string; color: string }>`select name, color from fixture_items where partner_id = ${claims.partnerId} and mode = ${claims.mode} and name = ${name}`.execute(db);
+      const rows = await sql<{
+        name: string;
+        color: string;
+      }>`select name, color from fixture_items where partner_id = ${claims.partnerId} and mode = ${claims.mode} and name = ${name}`.execute(
+        db,
+      );
       const item = rows.rows[0];
       if (!item) throw notFound(`Item ${name}`);
       return { status: 'success', data: item };

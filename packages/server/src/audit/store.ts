@@ -39,7 +39,11 @@ export async function listAudit(
   query: { partner?: string | undefined; limit: number; cursor?: string | undefined },
 ): Promise<Page<AuditEntry>> {
   const filters = { partner: query.partner };
-  let select = db.selectFrom('audit_log').selectAll().orderBy('id', 'desc').limit(query.limit + 1);
+  let select = db
+    .selectFrom('audit_log')
+    .selectAll()
+    .orderBy('id', 'desc')
+    .limit(query.limit + 1);
   if (query.partner !== undefined) select = select.where('partner_id', '=', query.partner);
   if (query.cursor !== undefined) {
     const [lastId] = cursors.decode(query.cursor, 'audit', filters);

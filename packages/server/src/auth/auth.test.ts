@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { assertError, createPartner, exchange, issueKey, operatorApi, partnerApi, partnerWithToken } from '../../test/client.ts';
+import {
+  assertError,
+  createPartner,
+  exchange,
+  fieldErrors,
+  issueKey,
+  operatorApi,
+  partnerApi,
+  partnerWithToken,
+} from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 
 for (const target of testDatabases()) {
@@ -40,14 +49,23 @@ for (const target of testDatabases()) {
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
       });
       const error = assertError(wrongGrant, 400, 'VALIDATION_ERROR');
-      assert.deepEqual((error.details?.errors as { field: string }[]).map((e) => e.field), ['grant_type']);
+      assert.deepEqual(
+        fieldErrors(error).map((e) => e.field),
+        ['grant_type'],
+      );
     });
 
     test('whoami reports partner, scopes, limits, customer count, defaults and token', async () => {
       const partner = await partnerWithToken(server, 'auth-whoami', {
-        settings: { scopes: ['customers:read', 'usage:read'], limits: { max_customers: 7, rate_limit_per_minute: 300, rate_limit_burst: 50 }, defaults: { plan_id: 'gpu-small', grace_days: 3 } },
+        settings: {
+          scopes: ['customers:read', 'usage:read'],
+          limits: { max_customers: 7, rate_limit_per_minute: 300, rate_limit_burst: 50 },
+          defaults: { plan_id: 'gpu-small', grace_days: 3 },
+        },
       });
-      const result = await partnerApi<{ status: string; data: Record<string, unknown> }>(server, 'GET', '/auth/whoami', { token: partner.token });
+      const result = await partnerApi<{ status: string; data: Record<string, unknown> }>(server, 'GET', '/auth/whoami', {
+        token: partner.token,
+      });
       assert.equal(result.status, 200, result.text);
       assert.equal(result.body.status, 'success');
       const kid = partner.key.split('_')[3];
@@ -92,7 +110,15 @@ for (const target of testDatabases()) {
       server.clock.advance(61_000);
 
       const bodies: string[] = [];
-      for (const key of ['tnt_live_nobody_aaaaaaaaaaaa_' + 'b'.repeat(52), 'not-a-key', wrongSecret, otherPartner, revoked, expiring, restricted]) {
+      for (const key of [
+        `tnt_live_nobody_aaaaaaaaaaaa_${'b'.repeat(52)}`,
+        'not-a-key',
+        wrongSecret,
+        otherPartner,
+        revoked,
+        expiring,
+        restricted,
+      ]) {
         const result = await exchange(server, key);
         const error = assertError(result, 401, 'UNAUTHORIZED');
         assert.equal(error.details, undefined);

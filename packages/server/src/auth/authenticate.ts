@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { rateLimited, rateLimitHeaders, requireScope, type AuthService, type Principal } from './service.ts';
 import type { Scope } from './scopes.ts';
+import { type AuthService, type Principal, rateLimited, rateLimitHeaders, requireScope } from './service.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -7,7 +7,10 @@ export const IssueKeyRequest = Type.Object(
     mode: Type.Optional(Mode),
     expires_at: Type.Optional(Type.String({ format: 'date-time', description: 'ISO-8601; must be in the future.' })),
     allow_cidrs: Type.Optional(
-      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 100, description: 'Source addresses allowed to exchange the key.' }),
+      Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+        maxItems: 100,
+        description: 'Source addresses allowed to exchange the key.',
+      }),
     ),
   },
   { additionalProperties: false },

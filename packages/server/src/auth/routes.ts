@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { principalOf } from './authenticate.ts';
 import { TokenRequestForm, TokenRequestJson, TokenResponse, Whoami } from './schemas.ts';
-import { rateLimitHeaders, type AuthService } from './service.ts';
+import { type AuthService, rateLimitHeaders } from './service.ts';
 
 export async function authRoutes(app: FastifyInstance, opts: { auth: AuthService }): Promise<void> {
   const { auth } = opts;

@@ -10,9 +10,9 @@ import type { AccessTokenCodec, TokenClaims } from './access-tokens.ts';
 import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
 import { findKey, touchKey } from './keys-store.ts';
+import type { TokenResponse, Whoami } from './schemas.ts';
 import type { Scope } from './scopes.ts';
 import { isScope } from './scopes.ts';
-import type { TokenResponse, Whoami } from './schemas.ts';
 
 /** partner-api.md, Limits: tokens live at most 15 minutes. */
 export const TOKEN_LIFETIME_S = 900;

@@ -36,15 +36,20 @@ export function registerKeyCommands(program: Command): void {
     .option('--json', 'print JSON')
     .action(async (partner: string, flags: { json?: boolean }) => {
       const rows = await operatorClientFromEnv().request<Record<string, unknown>[]>('GET', `/partners/${encodeURIComponent(partner)}/keys`);
-      printRows(flags.json === true, rows, [
-        column('KID', 'kid'),
-        column('MODE', 'mode'),
-        column('STATUS', 'status'),
-        column('EXPIRES', 'expires_at'),
-        column('ALLOW', 'allow_cidrs'),
-        column('LAST USED', 'last_used_at'),
-        column('CREATED', 'created_at'),
-      ], rows);
+      printRows(
+        flags.json === true,
+        rows,
+        [
+          column('KID', 'kid'),
+          column('MODE', 'mode'),
+          column('STATUS', 'status'),
+          column('EXPIRES', 'expires_at'),
+          column('ALLOW', 'allow_cidrs'),
+          column('LAST USED', 'last_used_at'),
+          column('CREATED', 'created_at'),
+        ],
+        rows,
+      );
     });
 
   keys

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { type Config, ConfigError, loadConfig } from '../config/config.ts';
-import { startServer } from '../app/server.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRows } from './output.ts';
@@ -33,6 +32,8 @@ program
       if (error instanceof ConfigError) throw new CliError(`invalid configuration: ${error.message}`, 2);
       throw error;
     }
+    // Loaded on demand: the operator commands stay quick to start.
+    const { startServer } = await import('../app/server.ts');
     const server = await startServer(config);
     let stopping = false;
     const stop = (signal: string) => {
@@ -61,7 +62,8 @@ program
   .option('--limit <n>', 'how many entries', '50')
   .option('--json', 'print JSON')
   .action(async (flags: { partner?: string; limit: string; json?: boolean }) => {
-    if (!/^\d+$/.test(flags.limit) || Number(flags.limit) < 1) throw new CliError(`--limit must be a positive whole number, got "${flags.limit}"`, 2);
+    if (!/^\d+$/.test(flags.limit) || Number(flags.limit) < 1)
+      throw new CliError(`--limit must be a positive whole number, got "${flags.limit}"`, 2);
     const max = Number(flags.limit);
     const client = operatorClientFromEnv();
     const entries = await fetchAll<Record<string, unknown>>(
@@ -74,13 +76,18 @@ program
       },
       max,
     );
-    printRows(flags.json === true, entries, [
-      column('AT', 'at'),
-      column('ACTOR', 'actor'),
-      column('ACTION', 'action'),
-      column('TARGET', 'target'),
-      column('REQUEST', 'request_id'),
-    ], entries);
+    printRows(
+      flags.json === true,
+      entries,
+      [
+        column('AT', 'at'),
+        column('ACTOR', 'actor'),
+        column('ACTION', 'action'),
+        column('TARGET', 'target'),
+        column('REQUEST', 'request_id'),
+      ],
+      entries,
+    );
   });
 
 try {

@@ -40,7 +40,8 @@ function flatten(value: Record<string, unknown>, prefix = ''): Record<string, un
   const out: Record<string, unknown> = {};
   for (const [key, field] of Object.entries(value)) {
     const name = prefix ? `${prefix}.${key}` : key;
-    if (field !== null && typeof field === 'object' && !Array.isArray(field)) Object.assign(out, flatten(field as Record<string, unknown>, name));
+    if (field !== null && typeof field === 'object' && !Array.isArray(field))
+      Object.assign(out, flatten(field as Record<string, unknown>, name));
     else out[name] = field;
   }
   return out;

@@ -94,7 +94,8 @@ export function registerPartnerCommands(program: Command): void {
       .addOption(new Option('--no-allow-private-webhooks', 'refuse webhook receivers on private addresses')),
   ).action(async (id: string, flags: PartnerFlags) => {
     const body = settingsBody(flags);
-    if (Object.keys(body).length === 0) throw new CliError('nothing to change: pass at least one flag (see tenantry partners update --help)', 2);
+    if (Object.keys(body).length === 0)
+      throw new CliError('nothing to change: pass at least one flag (see tenantry partners update --help)', 2);
     printRecord(flags.json === true, await operatorClientFromEnv().request('PATCH', `/partners/${encodeURIComponent(id)}`, body));
   });
 
@@ -115,7 +116,11 @@ export function settingsBody(flags: PartnerFlags): Record<string, unknown> {
   const limits: Record<string, number> = {};
   const defaults: Record<string, unknown> = {};
   if (flags.name !== undefined) body.display_name = flags.name;
-  if (flags.scopes !== undefined) body.scopes = flags.scopes.split(',').map((s) => s.trim()).filter(Boolean);
+  if (flags.scopes !== undefined)
+    body.scopes = flags.scopes
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   const int = (flag: string, value: string | undefined, into: Record<string, unknown>, field: string) => {
     if (value === undefined) return;
     if (!/^\d+$/.test(value)) throw new CliError(`${flag} must be a whole number, got "${value}"`, 2);

@@ -48,7 +48,10 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
   const listen = parseHostPort('TENANTRY_LISTEN', get('TENANTRY_LISTEN') ?? '127.0.0.1:8080');
   const operatorListen = parseHostPort('TENANTRY_OPERATOR_LISTEN', get('TENANTRY_OPERATOR_LISTEN') ?? '127.0.0.1:8081');
   if (listen.port !== 0 && listen.host === operatorListen.host && listen.port === operatorListen.port) {
-    throw new ConfigError('TENANTRY_OPERATOR_LISTEN', 'must differ from TENANTRY_LISTEN: the operator API is never served with the partner API');
+    throw new ConfigError(
+      'TENANTRY_OPERATOR_LISTEN',
+      'must differ from TENANTRY_LISTEN: the operator API is never served with the partner API',
+    );
   }
 
   const databaseUrl = get('TENANTRY_DATABASE_URL');

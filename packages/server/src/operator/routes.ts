@@ -1,15 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { type Static, Type } from 'typebox';
+import type { Services } from '../app/services.ts';
 import { AuditEntry, AuditQuery } from '../audit/schemas.ts';
 import { listAudit } from '../audit/store.ts';
 import { ApiKey, IssuedKey, IssueKeyRequest } from '../auth/keys-schemas.ts';
-import type { Services } from '../app/services.ts';
 import { PageQuery, PaginationSchema } from '../infra/pagination/cursor.ts';
 import { CreatePartnerRequest, Partner, PartnerId, UpdatePartnerRequest } from '../partners/schemas.ts';
 import { operatorOf } from './operator-auth.ts';
 
-const success = <T extends Parameters<typeof Type.Object>[0][string]>(data: T) =>
-  Type.Object({ status: Type.Literal('success'), data });
+const success = <T extends Parameters<typeof Type.Object>[0][string]>(data: T) => Type.Object({ status: Type.Literal('success'), data });
 const list = <T extends Parameters<typeof Type.Object>[0][string]>(item: T) =>
   Type.Object({ status: Type.Literal('success'), data: Type.Array(item), pagination: PaginationSchema });
 

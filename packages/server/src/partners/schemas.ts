@@ -3,7 +3,10 @@ import { SCOPES } from '../auth/scopes.ts';
 
 export const PARTNER_ID_PATTERN = '^[a-z][a-z0-9-]{1,30}[a-z0-9]$';
 
-export const PartnerId = Type.String({ pattern: PARTNER_ID_PATTERN, description: 'Partner id: lowercase letters, digits and dashes, 3 to 32 characters.' });
+export const PartnerId = Type.String({
+  pattern: PARTNER_ID_PATTERN,
+  description: 'Partner id: lowercase letters, digits and dashes, 3 to 32 characters.',
+});
 
 const ScopeList = Type.Array(
   Type.Union([Type.Literal('customers:read'), Type.Literal('customers:write'), Type.Literal('customers:sso'), Type.Literal('usage:read')]),

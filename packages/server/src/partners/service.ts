@@ -1,11 +1,11 @@
 import { writeAudit } from '../audit/store.ts';
+import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
-import { SCOPES } from '../auth/scopes.ts';
 import { findPartner, findPartnerForUpdate, insertPartner, listPartners, type PartnerRow, updatePartner } from './store.ts';
 
 /** Who asked for an operator change, for the audit log. */

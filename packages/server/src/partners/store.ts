@@ -34,7 +34,11 @@ export async function listPartners<T>(
   query: { limit: number; cursor?: string | undefined },
   toItem: (row: PartnerRow) => T,
 ): Promise<Page<T>> {
-  let select = db.selectFrom('partners').selectAll().orderBy('id').limit(query.limit + 1);
+  let select = db
+    .selectFrom('partners')
+    .selectAll()
+    .orderBy('id')
+    .limit(query.limit + 1);
   if (query.cursor !== undefined) {
     const [lastId] = cursors.decode(query.cursor, 'partners', {});
     select = select.where('id', '>', String(lastId));

@@ -50,7 +50,5 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     // SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
     if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
   }
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
-    error.message,
-  );
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message);
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { assertError, http, operatorApi, PARTNER_API, partnerApi, partnerWithToken } from '../../../test/client.ts';
+import { assertError, fieldErrors, http, operatorApi, PARTNER_API, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { fixtureRoutes } from '../../../test/fixtures.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { securitySuite } from '../../../test/security-suite.ts';
@@ -13,7 +13,9 @@ for (const target of testDatabases()) {
     let key: string;
     before(async () => {
       server = await startTestServer(target, { partnerRoutes: [fixtureRoutes().routes] });
-      ({ token, key } = await partnerWithToken(server, 'rules', { settings: { limits: { rate_limit_per_minute: 10_000, rate_limit_burst: 10_000 } } }));
+      ({ token, key } = await partnerWithToken(server, 'rules', {
+        settings: { limits: { rate_limit_per_minute: 10_000, rate_limit_burst: 10_000 } },
+      }));
     });
     after(() => server.stop());
 
@@ -32,14 +34,29 @@ for (const target of testDatabases()) {
     });
 
     test('malformed JSON, a wrong content type, an empty JSON body and an oversized body answer 400 VALIDATION_ERROR', async () => {
-      const malformed = await partnerApi(server, 'POST', '/auth/token', { rawBody: '{"api_key": ', headers: { 'content-type': 'application/json' } });
+      const malformed = await partnerApi(server, 'POST', '/auth/token', {
+        rawBody: '{"api_key": ',
+        headers: { 'content-type': 'application/json' },
+      });
       assert.match(JSON.stringify(assertError(malformed, 400, 'VALIDATION_ERROR').details), /not valid JSON/);
-      const xml = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, rawBody: '<x/>', headers: { 'content-type': 'application/xml' } });
-      assert.deepEqual((assertError(xml, 400, 'VALIDATION_ERROR').details?.errors as { field: string }[])[0]?.field, 'content-type');
+      const xml = await partnerApi(server, 'POST', '/test-fixtures/effects', {
+        token,
+        rawBody: '<x/>',
+        headers: { 'content-type': 'application/xml' },
+      });
+      assert.deepEqual(fieldErrors(assertError(xml, 400, 'VALIDATION_ERROR'))[0]?.field, 'content-type');
       // The form encoding is accepted only by the token endpoint.
-      const form = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, rawBody: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      const form = await partnerApi(server, 'POST', '/test-fixtures/effects', {
+        token,
+        rawBody: 'name=x',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
       assertError(form, 400, 'VALIDATION_ERROR');
-      const empty = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, rawBody: '', headers: { 'content-type': 'application/json' } });
+      const empty = await partnerApi(server, 'POST', '/test-fixtures/effects', {
+        token,
+        rawBody: '',
+        headers: { 'content-type': 'application/json' },
+      });
       assertError(empty, 400, 'VALIDATION_ERROR');
       const huge = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, body: { name: 'x', note: 'y'.repeat(70_000) } });
       assert.match(JSON.stringify(assertError(huge, 400, 'VALIDATION_ERROR').details), /larger than the limit of 65536 bytes/);
@@ -48,10 +65,14 @@ for (const target of testDatabases()) {
     test('unknown and invalid fields are each named in details.errors', async () => {
       const result = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, body: { name: 42, colour: 'red', size: 1 } });
       const error = assertError(result, 400, 'VALIDATION_ERROR');
-      const problems = (error.details?.errors as { in: string; field: string; message: string }[]).map((p) => `${p.in}:${p.field}`).sort();
+      const problems = fieldErrors(error)
+        .map((p) => `${p.in}:${p.field}`)
+        .sort();
       assert.deepEqual(problems, ['body:colour', 'body:name', 'body:size']);
       const missing = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, body: {} });
-      assert.deepEqual(assertError(missing, 400, 'VALIDATION_ERROR').details?.errors, [{ in: 'body', field: 'name', message: 'is required' }]);
+      assert.deepEqual(assertError(missing, 400, 'VALIDATION_ERROR').details?.errors, [
+        { in: 'body', field: 'name', message: 'is required' },
+      ]);
       const notObject = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, body: [1, 2] });
       assertError(notObject, 400, 'VALIDATION_ERROR');
     });
@@ -61,7 +82,10 @@ for (const target of testDatabases()) {
         const result = await partnerApi(server, 'GET', `/test-fixtures/items?${query}`, { token });
         const error = assertError(result, 400, 'VALIDATION_ERROR');
         const field = query.split('=')[0];
-        assert.ok((error.details?.errors as { in: string; field: string }[]).some((p) => p.in === 'query' && p.field === field), `${query}: ${result.text}`);
+        assert.ok(
+          fieldErrors(error).some((p) => p.in === 'query' && p.field === field),
+          `${query}: ${result.text}`,
+        );
       }
     });
 
@@ -127,22 +151,27 @@ for (const target of testDatabases()) {
     });
 
     describe('shared security suite', () => {
-      securitySuite(() => server, [
-        { method: 'GET', path: '/auth/whoami', scope: 'any' },
-        { method: 'POST', path: '/test-fixtures/effects', scope: 'customers:write', body: { name: 'sec' } },
-        { method: 'GET', path: '/test-fixtures/sso-only', scope: 'customers:sso' },
-        { method: 'GET', path: '/test-fixtures/usage-only', scope: 'usage:read' },
-        {
-          method: 'GET',
-          path: '/test-fixtures/items/{name}',
-          scope: 'customers:read',
-          owned: async (ownerToken) => {
-            const whoami = await partnerApi<{ data: { partner: { id: string } } }>(server, 'GET', '/auth/whoami', { token: ownerToken });
-            await sql`insert into fixture_items values (${whoami.body.data.partner.id}, 'live', 'owned-item', 'red')`.execute(server.database.db);
-            return '/test-fixtures/items/owned-item';
+      securitySuite(
+        () => server,
+        [
+          { method: 'GET', path: '/auth/whoami', scope: 'any' },
+          { method: 'POST', path: '/test-fixtures/effects', scope: 'customers:write', body: { name: 'sec' } },
+          { method: 'GET', path: '/test-fixtures/sso-only', scope: 'customers:sso' },
+          { method: 'GET', path: '/test-fixtures/usage-only', scope: 'usage:read' },
+          {
+            method: 'GET',
+            path: '/test-fixtures/items/{name}',
+            scope: 'customers:read',
+            owned: async (ownerToken) => {
+              const whoami = await partnerApi<{ data: { partner: { id: string } } }>(server, 'GET', '/auth/whoami', { token: ownerToken });
+              await sql`insert into fixture_items values (${whoami.body.data.partner.id}, 'live', 'owned-item', 'red')`.execute(
+                server.database.db,
+              );
+              return '/test-fixtures/items/owned-item';
+            },
           },
-        },
-      ]);
+        ],
+      );
     });
   });
 }

@@ -17,9 +17,7 @@ export function installValidators(app: FastifyInstance): void {
   const base = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false } as const;
   const bodyAjv = addFormats(new Ajv({ ...base, coerceTypes: false }));
   const textAjv = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
-  app.setValidatorCompiler(({ schema, httpPart }) =>
-    (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
-  );
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object));
 }
 
 const PART: Record<string, FieldProblem['in']> = {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { assertError, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
+import { assertError, exchange, fieldErrors, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { type FixtureControl, fixtureRoutes } from '../../../test/fixtures.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 
@@ -12,15 +12,24 @@ for (const target of testDatabases()) {
     let token: string;
     let apiKey: string;
     const effects = async (name: string) =>
-      Number((await sql<{ n: number }>`select count(*)::int as n from fixture_effects where name = ${name}`.execute(server.database.db)).rows[0]?.n);
+      Number(
+        (await sql<{ n: number }>`select count(*)::int as n from fixture_effects where name = ${name}`.execute(server.database.db)).rows[0]
+          ?.n,
+      );
     const create = (name: string, key?: string, as = token, extra: Record<string, unknown> = {}) =>
-      partnerApi(server, 'POST', '/test-fixtures/effects', { token: as, body: { name, ...extra }, ...(key ? { headers: { 'idempotency-key': key } } : {}) });
+      partnerApi(server, 'POST', '/test-fixtures/effects', {
+        token: as,
+        body: { name, ...extra },
+        ...(key ? { headers: { 'idempotency-key': key } } : {}),
+      });
 
     before(async () => {
       const fixtures = fixtureRoutes();
       control = fixtures.control;
       server = await startTestServer(target, { partnerRoutes: [fixtures.routes] });
-      ({ token, key: apiKey } = await partnerWithToken(server, 'idem', { settings: { limits: { rate_limit_per_minute: 100_000, rate_limit_burst: 1_000 } } }));
+      ({ token, key: apiKey } = await partnerWithToken(server, 'idem', {
+        settings: { limits: { rate_limit_per_minute: 100_000, rate_limit_burst: 1_000 } },
+      }));
     });
     after(() => server.stop());
 
@@ -67,7 +76,10 @@ for (const target of testDatabases()) {
       const results = await Promise.all(Array.from({ length: 50 }, () => create('concurrent', 'key-50')));
       assert.equal(await effects('concurrent'), 1);
       const statuses = results.map((r) => r.status);
-      assert.ok(statuses.every((s) => s === 201 || s === 409), statuses.join(','));
+      assert.ok(
+        statuses.every((s) => s === 201 || s === 409),
+        statuses.join(','),
+      );
       for (const result of results.filter((r) => r.status === 409)) assertError(result, 409, 'IDEMPOTENCY_KEY_IN_PROGRESS');
       const bodies = new Set(results.filter((r) => r.status === 201).map((r) => r.text));
       assert.equal(bodies.size, 1, 'every success is the same response');
@@ -103,8 +115,12 @@ for (const target of testDatabases()) {
     });
 
     test('a malformed key answers 400 VALIDATION_ERROR; a validation failure does not consume the key', async () => {
-      const bad = await partnerApi(server, 'POST', '/test-fixtures/effects', { token, body: { name: 'x' }, headers: { 'idempotency-key': 'x'.repeat(256) } });
-      assert.equal((assertError(bad, 400, 'VALIDATION_ERROR').details?.errors as { field: string }[])[0]?.field, 'idempotency-key');
+      const bad = await partnerApi(server, 'POST', '/test-fixtures/effects', {
+        token,
+        body: { name: 'x' },
+        headers: { 'idempotency-key': 'x'.repeat(256) },
+      });
+      assert.equal(fieldErrors(assertError(bad, 400, 'VALIDATION_ERROR'))[0]?.field, 'idempotency-key');
       assertError(await create('', 'key-valid-later'), 400, 'VALIDATION_ERROR');
       assert.equal((await create('valid-later', 'key-valid-later')).status, 201);
     });

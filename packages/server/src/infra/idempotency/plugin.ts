@@ -30,7 +30,9 @@ export const idempotencyPlugin = fp(
       const header = request.headers['idempotency-key'];
       if (header === undefined || !MUTATING.has(request.method) || !request.principal) return;
       if (typeof header !== 'string' || !KEY_PATTERN.test(header)) {
-        throw validationError([{ in: 'header', field: 'idempotency-key', message: 'must be 1 to 255 visible ASCII characters, sent once' }]);
+        throw validationError([
+          { in: 'header', field: 'idempotency-key', message: 'must be 1 to 255 visible ASCII characters, sent once' },
+        ]);
       }
       const { claims } = request.principal;
       const scope: IdempotencyScope = { partnerId: claims.partnerId, mode: claims.mode, key: header };

@@ -23,13 +23,7 @@ export type ClaimResult =
  * requests with one key exactly one inserts the row and runs; the others see
  * it running, finished (and replay it), or taken by a different request.
  */
-export async function claimKey(
-  db: Db,
-  scope: IdempotencyScope,
-  fingerprint: string,
-  requestId: string,
-  now: Date,
-): Promise<ClaimResult> {
+export async function claimKey(db: Db, scope: IdempotencyScope, fingerprint: string, requestId: string, now: Date): Promise<ClaimResult> {
   const fresh = {
     fingerprint,
     state: 'running' as const,

@@ -14,9 +14,7 @@ export const PageQuery = {
   limit: Type.Optional(
     Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: 'Page size, 1 to 200.' }),
   ),
-  cursor: Type.Optional(
-    Type.String({ minLength: 1, maxLength: 1024, description: 'The `next_cursor` of the previous page, unchanged.' }),
-  ),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'The `next_cursor` of the previous page, unchanged.' })),
 };
 
 export const PaginationSchema = Type.Object({
@@ -84,12 +82,7 @@ function fingerprint(filters: Record<string, unknown>): string {
  * Builds a page from `limit + 1` rows fetched in list order: the extra row only
  * tells whether another page exists, so `next_cursor` is null exactly at the end.
  */
-export function toPage<Row, Item>(
-  rows: Row[],
-  limit: number,
-  toItem: (row: Row) => Item,
-  nextCursor: (last: Row) => string,
-): Page<Item> {
+export function toPage<Row, Item>(rows: Row[], limit: number, toItem: (row: Row) => Item, nextCursor: (last: Row) => string): Page<Item> {
   const hasMore = rows.length > limit;
   const pageRows = hasMore ? rows.slice(0, limit) : rows;
   const last = pageRows[pageRows.length - 1];

@@ -24,7 +24,9 @@ for (const target of testDatabases()) {
 
     before(async () => {
       server = await startTestServer(target, { partnerRoutes: [fixtureRoutes().routes] });
-      ({ token } = await partnerWithToken(server, 'pages', { settings: { limits: { rate_limit_per_minute: 100_000, rate_limit_burst: 10_000 } } }));
+      ({ token } = await partnerWithToken(server, 'pages', {
+        settings: { limits: { rate_limit_per_minute: 100_000, rate_limit_burst: 10_000 } },
+      }));
     });
     after(() => server.stop());
 
@@ -52,9 +54,15 @@ for (const target of testDatabases()) {
     test('filters apply before paging', async () => {
       await insert(['blue-a', 'blue-b', 'blue-c'], 'blue');
       const first = await page('?color=blue&limit=2');
-      assert.deepEqual(first.body.data.map((i) => i.name), ['blue-a', 'blue-b']);
+      assert.deepEqual(
+        first.body.data.map((i) => i.name),
+        ['blue-a', 'blue-b'],
+      );
       const second = await page(`?color=blue&limit=2&cursor=${encodeURIComponent(first.body.pagination.next_cursor ?? '')}`);
-      assert.deepEqual(second.body.data.map((i) => i.name), ['blue-c']);
+      assert.deepEqual(
+        second.body.data.map((i) => i.name),
+        ['blue-c'],
+      );
       assert.equal(second.body.pagination.next_cursor, null);
     });
 
@@ -63,7 +71,10 @@ for (const target of testDatabases()) {
       const cursor = encodeURIComponent(first.body.pagination.next_cursor ?? '');
       const other = await partnerApi(server, 'GET', `/test-fixtures/other-items?color=blue&limit=1&cursor=${cursor}`, { token });
       assert.match(JSON.stringify(assertError(other, 400, 'VALIDATION_ERROR').details), /another list/);
-      assert.match(JSON.stringify(assertError(await page(`?color=red&limit=1&cursor=${cursor}`), 400, 'VALIDATION_ERROR').details), /other filters/);
+      assert.match(
+        JSON.stringify(assertError(await page(`?color=red&limit=1&cursor=${cursor}`), 400, 'VALIDATION_ERROR').details),
+        /other filters/,
+      );
       const raw = first.body.pagination.next_cursor ?? '';
       const tampered = `${raw.slice(0, 5)}${raw[5] === 'A' ? 'B' : 'A'}${raw.slice(6)}`;
       assertError(await page(`?color=blue&limit=1&cursor=${encodeURIComponent(tampered)}`), 400, 'VALIDATION_ERROR');

@@ -31,7 +31,9 @@ for (const target of testDatabases()) {
     after(() => server.stop());
 
     test('the partner bucket: burst, then 429 RATE_LIMITED with Retry-After; headers count down; refills with time', async () => {
-      const partner = await partnerWithToken(server, 'rl-partner', { settings: { limits: { rate_limit_per_minute: 60, rate_limit_burst: 5 } } });
+      const partner = await partnerWithToken(server, 'rl-partner', {
+        settings: { limits: { rate_limit_per_minute: 60, rate_limit_burst: 5 } },
+      });
       const remaining: string[] = [];
       for (let i = 0; i < 5; i++) {
         const result = await partnerApi(server, 'GET', '/auth/whoami', { token: partner.token });

@@ -1,0 +1,50 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+
+const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+
+export interface ServeProcess {
+  child: ChildProcess;
+  partnerUrl: string;
+  operatorUrl: string;
+  output(): string;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs `tenantry serve` as its own process and waits until both listeners are up. */
+export async function spawnServe(env: Record<string, string>): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [CLI, 'serve'], {
+    env: { PATH: process.env.PATH ?? '', TENANTRY_LISTEN: '127.0.0.1:0', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const ready = new Promise<{ partnerUrl: string; operatorUrl: string }>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const line = output.split('\n').find((l) => l.includes('"tenantry serving"'));
+      if (line) {
+        const parsed = JSON.parse(line) as { partner_api: string; operator_api: string };
+        resolve({ partnerUrl: parsed.partner_api, operatorUrl: parsed.operator_api });
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+    });
+    child.once('exit', (code) => reject(new Error(`tenantry serve exited with ${code}: ${output}`)));
+  });
+  const urls = await ready;
+  return {
+    child,
+    ...urls,
+    output: () => output,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill(signal);
+      const [code] = (await once(child, 'exit')) as [number | null];
+      return code;
+    },
+  };
+}

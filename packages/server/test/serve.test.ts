@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { runCli } from './cli-runner.ts';
+import { assertError, exchange, http, issueKey, OPERATOR_API, partnerApi, partnerWithToken } from './client.ts';
+import { createServerDatabase, dropServerDatabase, SERVER_DATABASE_URL, startTestServer, type TestDatabase } from './harness.ts';
+import { spawnServe } from './serve-process.ts';
+
+describe('tenantry serve', () => {
+  test('invalid configuration stops start-up with one line naming the variable', async () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ TENANTRY_LISTEN: 'localhost' }, /^tenantry: invalid configuration: TENANTRY_LISTEN: must be host:port/],
+      [{ TENANTRY_DATABASE_URL: 'mysql://x' }, /^tenantry: invalid configuration: TENANTRY_DATABASE_URL: must be a postgres:\/\//],
+      [{ TENANTRY_SANDBOX_DELAY_MS: '-5' }, /^tenantry: invalid configuration: TENANTRY_SANDBOX_DELAY_MS: must be a whole number/],
+      [{ TENANTRY_PLATFORM: 'vmware' }, /^tenantry: invalid configuration: TENANTRY_PLATFORM: must be "sandbox" or "kubernetes"/],
+      [{ TENANTRY_OPERATOR_TOKEN: 'short' }, /^tenantry: invalid configuration: TENANTRY_OPERATOR_TOKEN: must be at least 24 characters/],
+      [
+        { TENANTRY_LISTEN: '127.0.0.1:9000', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:9000' },
+        /TENANTRY_OPERATOR_LISTEN: must differ from TENANTRY_LISTEN/,
+      ],
+    ];
+    for (const [env, expected] of cases) {
+      const result = await runCli(['serve'], env);
+      assert.equal(result.code, 2, `${JSON.stringify(env)}: ${result.stderr}`);
+      assert.match(result.stderr, expected);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+    }
+  });
+
+  test('on the embedded defaults: generates the operator token (0600) into the data directory, serves, and stops cleanly on SIGTERM', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'tenantry-serve-'));
+    const server = await spawnServe({ TENANTRY_DATA_DIR: dataDir, TENANTRY_SANDBOX_DELAY_MS: '0' });
+    const tokenFile = join(dataDir, 'operator-token');
+    assert.equal(statSync(tokenFile).mode & 0o777, 0o600);
+    const operatorToken = readFileSync(tokenFile, 'utf8').trim();
+    // The CLI finds the server and its token from the data directory alone.
+    const operatorListen = new URL(server.operatorUrl).host;
+    const created = await runCli(['partners', 'create', 'serve-embedded', '--name', 'Embedded', '--json'], {
+      TENANTRY_DATA_DIR: dataDir,
+      TENANTRY_OPERATOR_LISTEN: operatorListen,
+    });
+    assert.equal(created.code, 0, created.stderr);
+    const urls = { partnerUrl: server.partnerUrl, operatorUrl: server.operatorUrl, operatorToken };
+    const key = await issueKey(urls, 'serve-embedded');
+    assert.equal((await exchange(urls, key)).status, 200);
+    assert.equal(await server.stop('SIGTERM'), 0);
+    assert.match(server.output(), /tenantry stopped/);
+    assert.ok(!server.output().includes(key), 'no key in the logs');
+
+    // Restarted on the same data directory: same token, same data.
+    const again = await spawnServe({ TENANTRY_DATA_DIR: dataDir });
+    const urls2 = { partnerUrl: again.partnerUrl, operatorUrl: again.operatorUrl, operatorToken };
+    assert.equal((await exchange(urls2, key)).status, 200, 'the key survives a restart');
+    assert.equal(await again.stop('SIGTERM'), 0);
+  });
+});
+
+const postgres = SERVER_DATABASE_URL !== undefined;
+
+describe('several processes on one PostgreSQL database', { skip: postgres ? false : 'TENANTRY_TEST_DATABASE_URL is not set' }, () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  after(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  });
+
+  test('start together (migrations under a lock), share rate limits, and see a suspension within 5 s', async () => {
+    const url = await createServerDatabase();
+    cleanups.push(() => dropServerDatabase(url));
+    const operatorToken = 'op-token-for-multi-process-tests';
+    const env = { TENANTRY_DATABASE_URL: url, TENANTRY_OPERATOR_TOKEN: operatorToken, TENANTRY_SANDBOX_DELAY_MS: '0' };
+    const [a, b] = await Promise.all([spawnServe(env), spawnServe(env)]);
+    if (!a || !b) throw new Error('both processes start');
+    cleanups.push(
+      () => a.stop(),
+      () => b.stop(),
+    );
+    const onA = { partnerUrl: a.partnerUrl, operatorUrl: a.operatorUrl, operatorToken };
+    const onB = { partnerUrl: b.partnerUrl, operatorUrl: b.operatorUrl, operatorToken };
+
+    // Created through A, used through B.
+    const partner = await partnerWithToken(onA, 'multi', { settings: { limits: { rate_limit_per_minute: 6, rate_limit_burst: 10 } } });
+
+    // One bucket for both processes: 10 requests in all, alternating, then 429 on either.
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      statuses.push((await partnerApi(i % 2 === 0 ? onA : onB, 'GET', '/auth/whoami', { token: partner.token })).status);
+    }
+    assert.deepEqual(statuses.slice(0, 10), Array(10).fill(200));
+    assert.deepEqual(statuses.slice(10), [429, 429]);
+
+    // The token endpoint's per-key limit holds across processes too.
+    const key = await issueKey(onA, 'multi');
+    const exchanges: number[] = [];
+    for (let i = 0; i < 11; i++) exchanges.push((await exchange(i % 2 === 0 ? onA : onB, key)).status);
+    assert.deepEqual(exchanges, [...Array(10).fill(200), 429]);
+
+    // Suspended through A: B refuses the partner's tokens within 5 seconds.
+    const second = await partnerWithToken(onA, 'multi-suspend');
+    assert.equal((await partnerApi(onB, 'GET', '/auth/whoami', { token: second.token })).status, 200);
+    const suspended = await http(a.operatorUrl, 'POST', `${OPERATOR_API}/partners/multi-suspend/suspend`, { token: operatorToken });
+    assert.equal(suspended.status, 200);
+    const started = Date.now();
+    let status = 200;
+    while (status === 200 && Date.now() - started < 6_000) {
+      status = (await partnerApi(onB, 'GET', '/auth/whoami', { token: second.token })).status;
+      if (status === 200) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.equal(status, 403);
+    assert.ok(Date.now() - started < 5_000, `seen after ${Date.now() - started} ms`);
+    assertError(await exchange(onB, second.key), 403, 'PARTNER_SUSPENDED');
+  });
+
+  test('an unreachable database answers 503 UNAVAILABLE with Retry-After, and the service recovers by itself', async () => {
+    const url = await createServerDatabase();
+    cleanups.push(() => dropServerDatabase(url));
+    const proxy = await tcpProxy(new URL(url).port ? Number(new URL(url).port) : 5432);
+    const proxied = new URL(url);
+    proxied.port = String(proxy.port);
+    const target: TestDatabase = {
+      name: 'postgres',
+      create: async () => {
+        const { openDatabase } = await import('../src/infra/db/database.ts');
+        const handle = await openDatabase({ kind: 'postgres', url: proxied.toString() });
+        return { handle, url: proxied.toString(), drop: () => handle.close() };
+      },
+    };
+    cleanups.push(() => proxy.close());
+    const server = await startTestServer(target);
+    cleanups.push(() => server.stop());
+    const partner = await partnerWithToken(server, 'db-down');
+
+    proxy.cut();
+    const down = await exchange(server, partner.key);
+    assertError(down, 503, 'UNAVAILABLE');
+    assert.equal(down.headers.get('retry-after'), '5');
+    const ready = await http(server.partnerUrl, 'GET', '/readyz');
+    assertError(ready, 503, 'UNAVAILABLE');
+    assert.equal((await http(server.partnerUrl, 'GET', '/healthz')).status, 200, 'alive while the database is away');
+
+    proxy.restore();
+    const started = Date.now();
+    let status = 0;
+    while (status !== 200 && Date.now() - started < 10_000) {
+      status = (await exchange(server, partner.key)).status;
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal(status, 200, 'recovered without a restart');
+  });
+});
+
+/** A TCP proxy to the local PostgreSQL whose connections can be cut and refused, then allowed again. */
+async function tcpProxy(targetPort: number): Promise<{ port: number; cut(): void; restore(): void; close(): Promise<void> }> {
+  const { connect } = await import('node:net');
+  let open = true;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    if (!open) {
+      client.destroy();
+      return;
+    }
+    const upstream = connect(targetPort, '127.0.0.1');
+    sockets.add(client);
+    sockets.add(upstream);
+    client.pipe(upstream).pipe(client);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('proxy address');
+  return {
+    port: address.port,
+    cut: () => {
+      open = false;
+      for (const socket of sockets) socket.destroy();
+    },
+    restore: () => {
+      open = true;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
