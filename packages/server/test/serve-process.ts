@@ -14,7 +14,8 @@ export interface ServeProcess {
 }
 
 /** Runs `tenantry serve` as its own process and waits until both listeners are up. */
-export async function spawnServe(env: Record<string, string>): Promise<ServeProcess> {
+export async function spawnServe(env: Record<string, string>, options: { keepOutput?: boolean } = {}): Promise<ServeProcess> {
+  let listening = false;
   const child = spawn(process.execPath, [CLI, 'serve'], {
     env: { PATH: process.env.PATH ?? '', TENANTRY_LISTEN: '127.0.0.1:0', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -22,15 +23,18 @@ export async function spawnServe(env: Record<string, string>): Promise<ServeProc
   let output = '';
   const ready = new Promise<{ partnerUrl: string; operatorUrl: string }>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
+      if (listening && options.keepOutput === false) return;
       output += chunk.toString('utf8');
       const line = output.split('\n').find((l) => l.includes('"tenantry serving"'));
       if (line) {
         const parsed = JSON.parse(line) as { partner_api: string; operator_api: string };
+        listening = true;
         resolve({ partnerUrl: parsed.partner_api, operatorUrl: parsed.operator_api });
       }
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', (chunk: Buffer) => {
+      if (listening && options.keepOutput === false) return;
       output += chunk.toString('utf8');
     });
     child.once('exit', (code) => reject(new Error(`tenantry serve exited with ${code}: ${output}`)));

@@ -34,7 +34,11 @@ const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
-  const logger = options.logger ?? pino({ level: config.logLevel, base: { service: 'tenantry' } });
+  // Buffered, asynchronous log writes keep logging off the request's critical
+  // path; the buffer is flushed on shutdown (and by pino on exit).
+  const logger =
+    options.logger ??
+    pino({ level: config.logLevel, base: { service: 'tenantry' } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
   const clock = options.clock ?? systemClock;
   const database =
     options.database ??
@@ -67,6 +71,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     maintenance.unref();
 
     logger.info({ partner_api: partnerUrl, operator_api: operatorUrl, embedded_database: database.embedded }, 'tenantry serving');
+    logger.flush();
+    // A quiet server still writes its log lines within a second.
+    const logFlush = setInterval(() => logger.flush(), 1_000);
+    logFlush.unref();
 
     let closing: Promise<void> | undefined;
     return {
@@ -77,9 +85,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       close: () => {
         closing ??= (async () => {
           clearInterval(maintenance);
+          clearInterval(logFlush);
           await Promise.all([partnerApp.close(), operatorApp.close()]);
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');
+          logger.flush();
         })();
         return closing;
       },

@@ -1,11 +1,24 @@
 import type { Selectable } from 'kysely';
 import type { Db } from '../infra/db/database.ts';
-import type { ApiKeysTable } from '../infra/db/schema.ts';
+import type { ApiKeysTable, PartnerStatus } from '../infra/db/schema.ts';
 
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 
-export async function findKey(db: Db, kid: string): Promise<ApiKeyRow | undefined> {
-  return db.selectFrom('api_keys').selectAll().where('kid', '=', kid).executeTakeFirst();
+/** What a token exchange needs, in one read: the key and its partner's state. */
+export interface KeyWithPartner extends ApiKeyRow {
+  partner_status: PartnerStatus;
+  partner_ready_at: Date;
+  partner_scopes: string[];
+}
+
+export async function findKeyWithPartner(db: Db, kid: string): Promise<KeyWithPartner | undefined> {
+  return db
+    .selectFrom('api_keys')
+    .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
+    .selectAll('api_keys')
+    .select(['partners.status as partner_status', 'partners.ready_at as partner_ready_at', 'partners.scopes as partner_scopes'])
+    .where('api_keys.kid', '=', kid)
+    .executeTakeFirst();
 }
 
 export async function insertKey(trx: Db, row: ApiKeyRow): Promise<void> {
@@ -27,6 +40,10 @@ export async function revokeKey(trx: Db, partnerId: string, kid: string, at: Dat
     .executeTakeFirst();
 }
 
-export async function touchKey(db: Db, kid: string, at: Date): Promise<void> {
-  await db.updateTable('api_keys').set({ last_used_at: at }).where('kid', '=', kid).execute();
+/** `last_used_at` is kept to the minute: at most one write per key per minute, not one per exchange. */
+export const TOUCH_INTERVAL_MS = 60_000;
+
+export async function touchKey(db: Db, row: ApiKeyRow, at: Date): Promise<void> {
+  if (row.last_used_at && at.getTime() - row.last_used_at.getTime() < TOUCH_INTERVAL_MS) return;
+  await db.updateTable('api_keys').set({ last_used_at: at }).where('kid', '=', row.kid).execute();
 }

@@ -4,12 +4,11 @@ import { ApiError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import { partnerStatus } from '../partners/service.ts';
-import { findPartner, type PartnerRow } from '../partners/store.ts';
+import type { PartnerRow } from '../partners/store.ts';
 import type { AccessTokenCodec, TokenClaims } from './access-tokens.ts';
 import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
-import { findKey, touchKey } from './keys-store.ts';
+import { findKeyWithPartner, touchKey } from './keys-store.ts';
 import type { TokenResponse, Whoami } from './schemas.ts';
 import type { Scope } from './scopes.ts';
 import { isScope } from './scopes.ts';
@@ -54,7 +53,7 @@ export class AuthService {
     const rate = await rateLimiter.take(parsed ? `key:${parsed.kid}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
     if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
-    const row = await findKey(db, parsed?.kid ?? DECOY_KID);
+    const row = await findKeyWithPartner(db, parsed?.kid ?? DECOY_KID);
     const secretOk = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? DECOY_HASH);
     const now = clock.now();
     const valid =
@@ -68,15 +67,12 @@ export class AuthService {
       addressAllowed(sourceAddress, row.allow_cidrs);
     if (!valid || !row) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
 
-    // A fresh read: a suspension or a new partner's readiness must count at once.
-    const partner = await findPartner(db, row.partner_id);
-    if (!partner) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
-    const status = partnerStatus(partner, now.getTime());
-    if (status === 'suspended') {
+    // Read with the key, not from the cache: a suspension or a new partner's readiness counts at once.
+    if (row.partner_status === 'suspended') {
       throw withRate(new ApiError('PARTNER_SUSPENDED', 'The partner account is suspended. Contact the operator.'), rate);
     }
-    if (status === 'provisioning') {
-      const waitS = Math.ceil((partner.ready_at.getTime() - now.getTime()) / 1000);
+    if (row.partner_ready_at.getTime() > now.getTime()) {
+      const waitS = Math.ceil((row.partner_ready_at.getTime() - now.getTime()) / 1000);
       throw withRate(
         new ApiError('PARTNER_NOT_READY', 'The partner credentials are still being provisioned.', { retryAfter: waitS }),
         rate,
@@ -86,16 +82,16 @@ export class AuthService {
     const nowS = Math.floor(now.getTime() / 1000);
     const keyExpiryS = row.expires_at ? Math.floor(row.expires_at.getTime() / 1000) : Number.POSITIVE_INFINITY;
     const expiresAt = Math.min(nowS + TOKEN_LIFETIME_S, keyExpiryS);
-    const scopes = partner.scopes.filter(isScope);
+    const scopes = row.partner_scopes.filter(isScope);
     const accessToken = tokens.issue({
-      partnerId: partner.id,
+      partnerId: row.partner_id,
       kid: row.kid,
       mode: row.mode,
       scopes,
       issuedAt: nowS,
       expiresAt,
     });
-    await touchKey(db, row.kid, now);
+    await touchKey(db, row, now);
     return {
       token: { access_token: accessToken, token_type: 'Bearer', expires_in: Math.max(1, expiresAt - nowS), scope: scopes.join(' ') },
       rate,

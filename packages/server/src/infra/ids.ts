@@ -17,31 +17,33 @@ export type IdKind = keyof typeof ID_PREFIXES;
 
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 const RANDOM_CHARS = 16;
-const RANDOM_MAX = 32n ** BigInt(RANDOM_CHARS);
 
 let lastMs = -1;
-let lastRandom = 0n;
+/** The random part of the last id, as base-32 digits, so it can count up. */
+const lastRandom = new Uint8Array(RANDOM_CHARS);
 
 export function newId(kind: IdKind, nowMs: number = Date.now()): string {
-  let ms = nowMs;
-  if (ms <= lastMs) {
-    ms = lastMs;
-    lastRandom = (lastRandom + 1n) % RANDOM_MAX;
+  if (nowMs > lastMs) {
+    lastMs = nowMs;
+    const bytes = randomBytes(RANDOM_CHARS);
+    for (let i = 0; i < RANDOM_CHARS; i++) lastRandom[i] = (bytes[i] ?? 0) & 31;
   } else {
-    lastMs = ms;
-    lastRandom = BigInt(`0x${randomBytes(10).toString('hex')}`);
+    // Same millisecond (or a clock that stood still or stepped back): count up.
+    for (let i = RANDOM_CHARS - 1; i >= 0; i--) {
+      const digit = ((lastRandom[i] ?? 0) + 1) & 31;
+      lastRandom[i] = digit;
+      if (digit !== 0) break;
+    }
   }
-  return `${ID_PREFIXES[kind]}_${encode(BigInt(ms), 10)}${encode(lastRandom, RANDOM_CHARS)}`;
-}
-
-function encode(value: bigint, length: number): string {
-  let out = '';
-  let rest = value;
-  for (let i = 0; i < length; i++) {
-    out = CROCKFORD.charAt(Number(rest % 32n)) + out;
-    rest /= 32n;
+  let time = '';
+  let rest = lastMs;
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD.charAt(rest % 32) + time;
+    rest = Math.floor(rest / 32);
   }
-  return out;
+  let random = '';
+  for (const digit of lastRandom) random += CROCKFORD.charAt(digit);
+  return `${ID_PREFIXES[kind]}_${time}${random}`;
 }
 
 /** Random characters from a 32-letter alphabet, each carrying 5 uniform bits. */

@@ -88,5 +88,6 @@ export interface RateLimitsTable {
   key: string;
   /** GCRA theoretical arrival time, epoch milliseconds. */
   tat_ms: number;
-  allowed: boolean;
+  /** Tokens the last reservation took (SqlRateLimiter). */
+  granted: number;
 }

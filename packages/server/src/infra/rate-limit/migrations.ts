@@ -7,7 +7,7 @@ export const rateLimitMigrations: Record<string, Migration> = {
         .createTable('rate_limits')
         .addColumn('key', 'text', (c) => c.primaryKey())
         .addColumn('tat_ms', 'float8', (c) => c.notNull())
-        .addColumn('allowed', 'boolean', (c) => c.notNull())
+        .addColumn('granted', 'integer', (c) => c.notNull().defaultTo(1))
         .execute();
     },
   },
