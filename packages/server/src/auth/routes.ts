@@ -1,13 +1,11 @@
 import { parse as parseQueryString } from 'node:querystring';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { principalOf } from './authenticate.ts';
 import { TokenRequestForm, TokenRequestJson, TokenResponse, Whoami } from './schemas.ts';
 import { type AuthService, rateLimitHeaders } from './service.ts';
 
-export async function authRoutes(app: FastifyInstance, opts: { auth: AuthService }): Promise<void> {
-  const { auth } = opts;
-
+export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = async (app, { auth }) => {
   // The token endpoint alone also accepts the OAuth form encoding; this parser
   // is encapsulated in this plugin, so every other route still refuses it.
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_request, body, done) => {
@@ -31,6 +29,7 @@ export async function authRoutes(app: FastifyInstance, opts: { auth: AuthService
       },
     },
     async (request, reply) => {
+      // One schema per content type: JSON carries api_key, the form client_secret.
       const body = request.body as { api_key?: string; client_secret?: string };
       const apiKey = body.api_key ?? body.client_secret ?? '';
       const { token, rate } = await auth.exchange(apiKey, request.ip);
@@ -51,4 +50,4 @@ export async function authRoutes(app: FastifyInstance, opts: { auth: AuthService
     },
     async (request) => ({ status: 'success' as const, data: auth.whoami(principalOf(request)) }),
   );
-}
+};

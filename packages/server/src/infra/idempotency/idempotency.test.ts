@@ -72,6 +72,33 @@ for (const target of testDatabases()) {
       assert.equal(replay.headers.get('idempotent-replayed'), 'true');
     });
 
+    test('a first request that never finished (its process died) stops blocking its key after 60 s', async () => {
+      const first = partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-dead' } });
+      await control.slowStarted;
+      assertError(
+        await partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-dead' } }),
+        409,
+        'IDEMPOTENCY_KEY_IN_PROGRESS',
+      );
+      server.clock.advance(61_000);
+      token = (await exchange(server, apiKey)).body.access_token;
+      const retry = partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-dead' } });
+      // The retry took the key over and runs; a different body with the key is still refused.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assertError(
+        await partnerApi(server, 'POST', '/test-fixtures/slow', {
+          token,
+          body: { other: true },
+          headers: { 'idempotency-key': 'key-dead' },
+        }),
+        409,
+        'IDEMPOTENCY_KEY_REUSED',
+      );
+      control.releaseSlow();
+      assert.equal((await retry).status, 200);
+      assert.equal((await first).status, 200);
+    });
+
     test('fifty concurrent identical requests have exactly one effect', async () => {
       const results = await Promise.all(Array.from({ length: 50 }, () => create('concurrent', 'key-50')));
       assert.equal(await effects('concurrent'), 1);
