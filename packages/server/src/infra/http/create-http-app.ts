@@ -45,6 +45,10 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   // A second router, fed with every route, answers "which methods does this path have?".
   const methodsByPath = FindMyWay();
   app.addHook('onRoute', (route) => {
+    // A route that declares no query parameters accepts none: an unknown one is a 400, not ignored.
+    if (route.schema?.querystring === undefined) {
+      route.schema = { ...route.schema, querystring: { type: 'object', properties: {}, additionalProperties: false } };
+    }
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
       if (method === 'HEAD' || method === 'OPTIONS') continue;
@@ -60,26 +64,22 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
     closing = true;
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  // The hooks every request passes are callback-style: no promise per hook on the hot path.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
-    if (closing) {
-      reply.header('connection', 'close');
-      return sendError(
-        request,
-        reply,
-        new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }),
-      );
-    }
+    if (!closing) return done();
+    reply.header('connection', 'close');
+    sendError(request, reply, new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }));
   });
 
   // Responses finished while draining close their connection, so keep-alive
   // clients cannot hold the shutdown open until their idle timeout.
-  app.addHook('onSend', async (_request, reply, payload) => {
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) reply.header('connection', 'close');
-    return payload;
+    done(null, payload);
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     request.log.info(
       {
         api: name,
@@ -92,6 +92,7 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
       },
       'request',
     );
+    done();
   });
 
   app.setNotFoundHandler((request, reply) => {

@@ -89,6 +89,11 @@ for (const target of testDatabases()) {
       }
     });
 
+    test('a route without query parameters refuses any', async () => {
+      const error = assertError(await partnerApi(server, 'GET', '/auth/whoami?limit=5', { token }), 400, 'VALIDATION_ERROR');
+      assert.deepEqual(fieldErrors(error), [{ in: 'query', field: 'limit', message: 'is not a known field' }]);
+    });
+
     test('an unexpected failure answers 500 INTERNAL_ERROR; the stack is in the log only', async () => {
       const result = await partnerApi(server, 'POST', '/test-fixtures/fail', { token });
       const error = assertError(result, 500, 'INTERNAL_ERROR');

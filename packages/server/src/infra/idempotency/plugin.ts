@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Clock } from '../clock.ts';
 import type { Db } from '../db/database.ts';
@@ -26,9 +26,9 @@ export const idempotencyPlugin = fp(
   async (app: FastifyInstance, opts: { db: Db; clock: Clock }) => {
     const { db, clock } = opts;
 
-    app.addHook('preHandler', async (request, reply) => {
+    const claim = async (request: FastifyRequest, reply: FastifyReply) => {
       const header = request.headers['idempotency-key'];
-      if (header === undefined || !MUTATING.has(request.method) || !request.principal) return;
+      if (header === undefined || !request.principal) return;
       if (typeof header !== 'string' || !KEY_PATTERN.test(header)) {
         throw validationError([
           { in: 'header', field: 'idempotency-key', message: 'must be 1 to 255 visible ASCII characters, sent once' },
@@ -39,8 +39,8 @@ export const idempotencyPlugin = fp(
       const fingerprint = createHash('sha256')
         .update(`${request.method} ${request.url}\n${canonicalJson(request.body ?? null)}`)
         .digest('hex');
-      const claim = await claimKey(db, scope, fingerprint, request.id, clock.now());
-      switch (claim.kind) {
+      const result = await claimKey(db, scope, fingerprint, request.id, clock.now());
+      switch (result.kind) {
         case 'claimed':
           request.idempotency = scope;
           return;
@@ -55,25 +55,35 @@ export const idempotencyPlugin = fp(
           });
         case 'replay':
           reply
-            .code(claim.statusCode)
-            .header('x-request-id', claim.requestId)
+            .code(result.statusCode)
+            .header('x-request-id', result.requestId)
             .header('idempotent-replayed', 'true')
             .type('application/json; charset=utf-8');
-          return reply.send(claim.body);
+          return reply.send(result.body);
       }
-    });
+    };
 
-    app.addHook('onSend', async (request, reply, payload) => {
+    const store = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
       const scope = request.idempotency;
       if (!scope) return payload;
       request.idempotency = undefined;
       if (reply.statusCode >= 500) await releaseKey(db, scope, request.id);
       else await completeKey(db, scope, request.id, reply.statusCode, typeof payload === 'string' ? payload : String(payload ?? ''));
       return payload;
+    };
+
+    // Attached to mutating routes only: reads never pay for idempotency.
+    app.addHook('onRoute', (route) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      if (!methods.some((method) => MUTATING.has(method))) return;
+      route.preHandler = [...toArray(route.preHandler), claim];
+      route.onSend = [...toArray(route.onSend), store];
     });
   },
   { name: 'tenantry-idempotency' },
 );
+
+const toArray = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
 /** JSON with object keys sorted, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are one request. */
 export function canonicalJson(value: unknown): string {
