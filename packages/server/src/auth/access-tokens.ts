@@ -18,6 +18,11 @@ export interface TokenClaims {
   expiresAt: number;
 }
 
+/** Verified claims, with the expiry also as an ISO string (whoami reports it on every call). */
+export interface VerifiedClaims extends TokenClaims {
+  expiresAtIso: string;
+}
+
 interface Payload {
   p: string;
   k: string;
@@ -33,7 +38,7 @@ const CACHE_SIZE = 10_000;
 
 export class AccessTokenCodec {
   readonly #key: Buffer;
-  readonly #verified = new Map<string, TokenClaims>();
+  readonly #verified = new Map<string, VerifiedClaims>();
 
   constructor(key: Buffer) {
     this.#key = key;
@@ -53,7 +58,7 @@ export class AccessTokenCodec {
   }
 
   /** The claims of a token this deployment signed, or undefined. Expiry is the caller's check. */
-  verify(token: string): TokenClaims | undefined {
+  verify(token: string): VerifiedClaims | undefined {
     const cached = this.#verified.get(token);
     if (cached) return cached;
     if (!token.startsWith(PREFIX) || token.length > 2048) return undefined;
@@ -69,13 +74,14 @@ export class AccessTokenCodec {
     } catch {
       return undefined;
     }
-    const claims: TokenClaims = {
+    const claims: VerifiedClaims = {
       partnerId: payload.p,
       kid: payload.k,
       mode: payload.m,
       scopes: payload.s,
       issuedAt: payload.iat,
       expiresAt: payload.exp,
+      expiresAtIso: new Date(payload.exp * 1000).toISOString(),
     };
     if (this.#verified.size >= CACHE_SIZE) {
       const oldest = this.#verified.keys().next();

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { Scope } from './scopes.ts';
 import { type AuthService, type Principal, rateLimited, rateLimitHeaders, requireScope } from './service.ts';
 
@@ -21,16 +22,31 @@ declare module 'fastify' {
  */
 export const authenticatePlugin = fp(
   async (app: FastifyInstance, opts: { auth: AuthService }) => {
-    app.addHook('onRequest', async (request, reply) => {
+    const { auth } = opts;
+    // Callback style with synchronous fast paths: a cached partner and a local
+    // rate-limit decision cost no promise.
+    app.addHook('onRequest', (request, reply, done) => {
       const scope = request.routeOptions.config.scope;
-      if (scope === undefined) return;
-      const principal = await opts.auth.authenticate(request.headers.authorization);
-      request.principal = principal;
-      request.logPartnerId = principal.partner.id;
-      const rate = await opts.auth.takePartnerRequest(principal.partner);
-      reply.headers(rateLimitHeaders(rate));
-      if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
-      if (scope !== 'any') requireScope(principal, scope);
+      if (scope === undefined) return done();
+      const admit = (rate: RateDecision) => {
+        reply.headers(rateLimitHeaders(rate));
+        if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
+        if (scope !== 'any' && request.principal) requireScope(request.principal, scope);
+      };
+      const withPrincipal = (principal: Principal): void | Promise<void> => {
+        request.principal = principal;
+        request.logPartnerId = principal.partner.id;
+        const rate = auth.takePartnerRequest(principal.partner);
+        return rate instanceof Promise ? rate.then(admit) : admit(rate);
+      };
+      try {
+        const principal = auth.authenticate(request.headers.authorization);
+        const pending = principal instanceof Promise ? principal.then(withPrincipal) : withPrincipal(principal);
+        if (pending instanceof Promise) pending.then(() => done(), done);
+        else done();
+      } catch (error) {
+        done(error as Error);
+      }
     });
   },
   { name: 'tenantry-authenticate' },

@@ -5,7 +5,7 @@ import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { PartnerRow } from '../partners/store.ts';
-import type { AccessTokenCodec, TokenClaims } from './access-tokens.ts';
+import type { AccessTokenCodec, VerifiedClaims } from './access-tokens.ts';
 import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
 import { findKeyWithPartner, touchKey } from './keys-store.ts';
@@ -23,7 +23,7 @@ const INVALID_KEY = 'The API key is invalid, expired, revoked or not allowed fro
 
 /** A request's authenticated identity: the verified token and its partner. */
 export interface Principal {
-  claims: TokenClaims;
+  claims: VerifiedClaims;
   partner: PartnerRow;
 }
 
@@ -98,22 +98,24 @@ export class AuthService {
     };
   }
 
-  /** Verifies a bearer token and loads its partner (cached briefly). */
-  async authenticate(authorization: string | undefined): Promise<Principal> {
+  /**
+   * Verifies a bearer token and loads its partner (cached briefly). Synchronous
+   * when the partner is in the cache, which is nearly always: no promise on the hot path.
+   */
+  authenticate(authorization: string | undefined): Principal | Promise<Principal> {
     const { clock, tokens, partners } = this.#deps;
     const token = bearerToken(authorization);
     if (!token) throw new ApiError('UNAUTHORIZED', 'Send an access token as "Authorization: Bearer <token>".');
     const claims = tokens.verify(token);
     if (!claims) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
     if (claims.expiresAt * 1000 <= clock.nowMs()) throw new ApiError('UNAUTHORIZED', 'The access token has expired.');
-    const partner = await partners.get(claims.partnerId);
-    if (!partner) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
-    if (partner.status === 'suspended') throw new ApiError('FORBIDDEN', 'The partner account is suspended.');
-    return { claims, partner };
+    const cached = partners.peek(claims.partnerId);
+    if (cached) return principal(claims, cached.row);
+    return partners.get(claims.partnerId).then((row) => principal(claims, row));
   }
 
   /** The partner's token bucket (partner-api.md, Limits); shared by both modes. */
-  async takePartnerRequest(partner: PartnerRow): Promise<RateDecision> {
+  takePartnerRequest(partner: PartnerRow): RateDecision | Promise<RateDecision> {
     return this.#deps.rateLimiter.take(`partner:${partner.id}`, {
       perMinute: partner.rate_limit_per_minute,
       burst: partner.rate_limit_burst,
@@ -135,7 +137,7 @@ export class AuthService {
       },
       customer_count: partner.customer_count,
       defaults: { plan_id: partner.default_plan_id, grace_days: partner.grace_days },
-      token: { expires_at: new Date(claims.expiresAt * 1000).toISOString(), kid: claims.kid, mode: claims.mode },
+      token: { expires_at: claims.expiresAtIso, kid: claims.kid, mode: claims.mode },
     };
   }
 }
@@ -158,6 +160,12 @@ export function rateLimited(rate: RateDecision, message: string): ApiError {
     headers: rateLimitHeaders(rate),
     details: { limit_per_minute: rate.limit, retry_after_seconds: rate.retryAfterS },
   });
+}
+
+function principal(claims: VerifiedClaims, partner: PartnerRow | undefined): Principal {
+  if (!partner) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
+  if (partner.status === 'suspended') throw new ApiError('FORBIDDEN', 'The partner account is suspended.');
+  return { claims, partner };
 }
 
 function withRate(error: ApiError, rate: RateDecision): ApiError {

@@ -21,10 +21,17 @@ export class PartnerCache {
     this.#ttlMs = ttlMs;
   }
 
-  async get(id: string): Promise<PartnerRow | undefined> {
+  /** The cached record when it is fresh (`row` may be undefined: "no such partner"); undefined on a miss. */
+  peek(id: string): { row: PartnerRow | undefined } | undefined {
     const entry = this.#entries.get(id);
     const nowMs = this.#clock.nowMs();
-    if (entry && nowMs - entry.fetchedAtMs < this.#ttlMs && nowMs >= entry.fetchedAtMs) return entry.row;
+    return entry && nowMs - entry.fetchedAtMs < this.#ttlMs && nowMs >= entry.fetchedAtMs ? entry : undefined;
+  }
+
+  async get(id: string): Promise<PartnerRow | undefined> {
+    const fresh = this.peek(id);
+    if (fresh) return fresh.row;
+    const nowMs = this.#clock.nowMs();
     let pending = this.#inflight.get(id);
     if (!pending) {
       pending = findPartner(this.#db, id).finally(() => this.#inflight.delete(id));

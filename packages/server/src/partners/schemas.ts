@@ -19,8 +19,8 @@ export const PartnerLimits = Type.Object(
     max_projects_per_customer: Type.Integer({ minimum: 1, maximum: 10_000 }),
     max_open_operations: Type.Integer({ minimum: 1, maximum: 10_000 }),
     max_usage_window_days: Type.Integer({ minimum: 1, maximum: 366 }),
-    rate_limit_per_minute: Type.Integer({ minimum: 1, maximum: 100_000 }),
-    rate_limit_burst: Type.Integer({ minimum: 1, maximum: 100_000 }),
+    rate_limit_per_minute: Type.Integer({ minimum: 1, maximum: 10_000_000 }),
+    rate_limit_burst: Type.Integer({ minimum: 1, maximum: 10_000_000 }),
   },
   { additionalProperties: false },
 );

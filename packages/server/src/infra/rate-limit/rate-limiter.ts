@@ -10,7 +10,8 @@ import { type BucketPolicy, describe, intervalMs, type RateDecision, step, toler
  * buckets live in that process's memory: the same decisions at no I/O cost.
  */
 export interface RateLimiter {
-  take(key: string, policy: BucketPolicy): Promise<RateDecision>;
+  /** A decision, synchronous when no I/O was needed (the hot path avoids a promise then). */
+  take(key: string, policy: BucketPolicy): RateDecision | Promise<RateDecision>;
 }
 
 export function createRateLimiter(db: Db, embedded: boolean, clock: Clock): RateLimiter {
@@ -26,7 +27,7 @@ class MemoryRateLimiter implements RateLimiter {
     this.#clock = clock;
   }
 
-  async take(key: string, policy: BucketPolicy): Promise<RateDecision> {
+  take(key: string, policy: BucketPolicy): RateDecision {
     const nowMs = this.#clock.nowMs();
     this.#sweep(nowMs);
     const next = step(this.#tats.get(key), nowMs, policy);
@@ -75,16 +76,26 @@ class SqlRateLimiter implements RateLimiter {
     this.#clock = clock;
   }
 
-  async take(key: string, policy: BucketPolicy): Promise<RateDecision> {
+  take(key: string, policy: BucketPolicy): RateDecision | Promise<RateDecision> {
+    return this.#fromLease(key, policy) ?? this.#takeSlow(key, policy);
+  }
+
+  /** A token from this process's live lease, with no I/O. */
+  #fromLease(key: string, policy: BucketPolicy): RateDecision | undefined {
+    const lease = this.#leases.get(key);
+    if (lease === undefined || lease.tokens <= 0 || this.#clock.nowMs() >= lease.expiresAtMs) return undefined;
+    lease.tokens--;
+    lease.demand++;
+    return { allowed: true, limit: policy.perMinute, remaining: lease.sharedRemaining + lease.tokens, retryAfterS: 0 };
+  }
+
+  async #takeSlow(key: string, policy: BucketPolicy): Promise<RateDecision> {
     for (;;) {
+      const fromLease = this.#fromLease(key, policy);
+      if (fromLease) return fromLease;
       const nowMs = this.#clock.nowMs();
       const lease = this.#leases.get(key);
       const live = lease !== undefined && nowMs < lease.expiresAtMs;
-      if (live && lease.tokens > 0) {
-        lease.tokens--;
-        lease.demand++;
-        return { allowed: true, limit: policy.perMinute, remaining: lease.sharedRemaining + lease.tokens, retryAfterS: 0 };
-      }
       const pending = this.#reserving.get(key);
       if (pending) {
         await pending;
