@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { Type } from 'typebox';
 import type { Services } from '../src/app/services.ts';
 import { principalOf } from '../src/auth/authenticate.ts';
-import { notFound } from '../src/infra/errors/catalogue.ts';
+import { ApiError, notFound } from '../src/infra/errors/catalogue.ts';
 import { PageQuery, toPage } from '../src/infra/pagination/cursor.ts';
 
 /**
@@ -65,6 +65,13 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
       started();
       await gate;
       return { status: 'success', data: { slow: true } };
+    });
+
+    let busyCalls = 0;
+    app.post('/test-fixtures/busy-once', { config: { scope: 'customers:write' } }, async (_request, reply) => {
+      busyCalls++;
+      if (busyCalls === 1) throw new ApiError('BUSY', 'Another change holds the lock.', { retryAfter: 3 });
+      return reply.code(201).send({ status: 'success', data: { calls: busyCalls } });
     });
 
     app.post('/test-fixtures/fail', { config: { scope: 'customers:write' } }, async () => {

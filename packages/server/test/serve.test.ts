@@ -16,6 +16,7 @@ describe('tenantry serve', () => {
       [{ TENANTRY_DATABASE_URL: 'mysql://x' }, /^tenantry: invalid configuration: TENANTRY_DATABASE_URL: must be a postgres:\/\//],
       [{ TENANTRY_SANDBOX_DELAY_MS: '-5' }, /^tenantry: invalid configuration: TENANTRY_SANDBOX_DELAY_MS: must be a whole number/],
       [{ TENANTRY_PLATFORM: 'vmware' }, /^tenantry: invalid configuration: TENANTRY_PLATFORM: must be "sandbox" or "kubernetes"/],
+      [{ TENANTRY_TRUST_PROXY: 'true' }, /^tenantry: invalid configuration: TENANTRY_TRUST_PROXY: must be false, a number of proxy hops/],
       [{ TENANTRY_OPERATOR_TOKEN: 'short' }, /^tenantry: invalid configuration: TENANTRY_OPERATOR_TOKEN: must be at least 24 characters/],
       [
         { TENANTRY_LISTEN: '127.0.0.1:9000', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:9000' },

@@ -18,7 +18,7 @@ export interface ServiceOptions {
   partnerCacheMs: number;
   /** The sandbox platform's provisioning time; a new partner's credentials take a third of it. */
   sandboxDelayMs: number;
-  trustProxy: boolean;
+  trustProxy: false | number | string[];
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */

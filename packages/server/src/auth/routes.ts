@@ -1,6 +1,7 @@
 import { parse as parseQueryString } from 'node:querystring';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { validationError } from '../infra/errors/catalogue.ts';
 import { principalOf } from './authenticate.ts';
 import { TokenRequestForm, TokenRequestJson, TokenResponse, Whoami } from './schemas.ts';
 import { type AuthService, rateLimitHeaders } from './service.ts';
@@ -30,8 +31,14 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
     },
     async (request, reply) => {
       // One schema per content type: JSON carries api_key, the form client_secret.
-      const body = request.body as { api_key?: string; client_secret?: string };
-      const apiKey = body.api_key ?? body.client_secret ?? '';
+      const body = request.body as { api_key?: unknown; client_secret?: unknown } | string | undefined;
+      const apiKey = typeof body === 'object' && body !== null ? (body.api_key ?? body.client_secret) : undefined;
+      if (typeof apiKey !== 'string') {
+        // No body, or a content type without a schema (text/plain): nothing validated it.
+        throw validationError([
+          { in: 'body', field: '', message: 'send JSON {"api_key": "..."} or the form grant_type=client_credentials&client_secret=...' },
+        ]);
+      }
       const { token, rate } = await auth.exchange(apiKey, request.ip);
       reply.headers(rateLimitHeaders(rate)).header('cache-control', 'no-store');
       return token;

@@ -82,6 +82,8 @@ export class AuthService {
     const nowS = Math.floor(now.getTime() / 1000);
     const keyExpiryS = row.expires_at ? Math.floor(row.expires_at.getTime() / 1000) : Number.POSITIVE_INFINITY;
     const expiresAt = Math.min(nowS + TOKEN_LIFETIME_S, keyExpiryS);
+    // A key expiring within this second would give a token that is expired on arrival.
+    if (expiresAt <= nowS) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
     const scopes = row.partner_scopes.filter(isScope);
     const accessToken = tokens.issue({
       partnerId: row.partner_id,

@@ -17,7 +17,8 @@ export interface Config {
   osImagesFile: string | undefined;
   webhookCaFile: string | undefined;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  trustProxy: boolean;
+  /** Proxies whose X-Forwarded-For is believed: false, a hop count, or addresses/CIDRs. */
+  trustProxy: false | number | string[];
   /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
   partnerCacheMs: number;
 }
@@ -102,7 +103,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
     webhookCaFile: get('TENANTRY_WEBHOOK_CA_FILE'),
     logLevel: logLevel as Config['logLevel'],
-    trustProxy: parseBoolean('TENANTRY_TRUST_PROXY', get('TENANTRY_TRUST_PROXY') ?? 'false'),
+    trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? 'false'),
     partnerCacheMs: parseInteger('TENANTRY_PARTNER_CACHE_MS', get('TENANTRY_PARTNER_CACHE_MS') ?? '2000', 0, 5000),
   };
 }
@@ -125,8 +126,24 @@ function parseInteger(variable: string, value: string, min: number, max: number)
   return number;
 }
 
-function parseBoolean(variable: string, value: string): boolean {
-  if (value === 'true' || value === '1') return true;
+/**
+ * Never "trust everything": the left of X-Forwarded-For is written by the
+ * client. Either the number of proxies in front (1 = the load balancer), or
+ * the proxies' addresses and CIDRs.
+ */
+function parseTrustProxy(value: string): false | number | string[] {
   if (value === 'false' || value === '0') return false;
-  throw new ConfigError(variable, `must be true or false, got "${value}"`);
+  if (/^\d+$/.test(value)) return Number(value);
+  const entries = value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  const cidr = /^[0-9a-fA-F:.]+(\/\d{1,3})?$/;
+  if (entries.length === 0 || !entries.every((entry) => cidr.test(entry))) {
+    throw new ConfigError(
+      'TENANTRY_TRUST_PROXY',
+      `must be false, a number of proxy hops, or proxy addresses/CIDRs separated by commas; got "${value}"`,
+    );
+  }
+  return entries;
 }

@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import { ApiError } from '../errors/catalogue.ts';
+import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
 import { installValidators } from './validation.ts';
@@ -21,7 +21,7 @@ const ROUTABLE_METHODS: HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
  * everything (including unknown routes, wrong methods and a server that is
  * shutting down), and strict validators.
  */
-export function createHttpApp(logger: FastifyBaseLogger, name: string, options: { trustProxy?: boolean } = {}) {
+export function createHttpApp(logger: FastifyBaseLogger, name: string, options: { trustProxy?: false | number | string[] } = {}) {
   const app = Fastify({
     loggerInstance: logger,
     // One line per request, written by the onResponse hook below.
@@ -36,7 +36,13 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
     // Clients on keep-alive must not hold a shutdown open.
     forceCloseConnections: 'idle',
     routerOptions: { maxParamLength: 500 },
-    trustProxy: options.trustProxy ?? false,
+    // Errors before routing (a malformed URL, a bad content type header): the same envelope, with the id header.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id);
+      sendError(request, reply, validationError([{ in: 'path', field: '', message: `is not a valid URL or request (${error.message})` }]));
+    },
+    // A hop count becomes "trust the first N hops"; addresses and CIDRs are passed through.
+    trustProxy: typeof options.trustProxy === 'number' ? trustHops(options.trustProxy) : (options.trustProxy ?? false),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   installValidators(app);
@@ -112,4 +118,8 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   });
 
   return app;
+}
+
+function trustHops(hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops;
 }

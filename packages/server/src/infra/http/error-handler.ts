@@ -32,9 +32,11 @@ export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((raw: FastifyError | ApiError | Error, request, reply) => {
     const error = toApiError(raw);
     if (error.code === 'INTERNAL_ERROR') {
-      request.log.error({ err: raw, request_id: request.id }, 'unhandled error');
+      // Only name, message and stack: driver errors carry the query's parameters, which may hold secrets.
+      const err = { type: raw.name, message: raw.message, stack: raw.stack, code: (raw as { code?: unknown }).code };
+      request.log.error({ err, request_id: request.id }, 'unhandled error');
     } else if (error.code === 'UNAVAILABLE') {
-      request.log.warn({ request_id: request.id, reason: raw.message }, 'dependency unavailable');
+      request.log.warn({ request_id: request.id, reason: raw.message.slice(0, 200) }, 'dependency unavailable');
     }
     return sendError(request, reply, error);
   });

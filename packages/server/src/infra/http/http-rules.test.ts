@@ -89,6 +89,17 @@ for (const target of testDatabases()) {
       }
     });
 
+    test('the token endpoint without a body, or with a body of another content type, answers 400', async () => {
+      assertError(await partnerApi(server, 'POST', '/auth/token'), 400, 'VALIDATION_ERROR');
+      const text = await partnerApi(server, 'POST', '/auth/token', { rawBody: 'tnt_live_x', headers: { 'content-type': 'text/plain' } });
+      assertError(text, 400, 'VALIDATION_ERROR');
+    });
+
+    test('a malformed URL answers 400 in the envelope, with X-Request-Id', async () => {
+      const result = await http(server.partnerUrl, 'GET', `${PARTNER_API}/auth/whoami%zz`, { token });
+      assertError(result, 400, 'VALIDATION_ERROR');
+    });
+
     test('a route without query parameters refuses any', async () => {
       const error = assertError(await partnerApi(server, 'GET', '/auth/whoami?limit=5', { token }), 400, 'VALIDATION_ERROR');
       assert.deepEqual(fieldErrors(error), [{ in: 'query', field: 'limit', message: 'is not a known field' }]);

@@ -133,6 +133,18 @@ for (const target of testDatabases()) {
       assert.equal(await effects('expiring'), 2);
     });
 
+    test('a retryable refusal (409 BUSY) is not stored: the retry with the same key runs again', async () => {
+      const first = await partnerApi(server, 'POST', '/test-fixtures/busy-once', { token, headers: { 'idempotency-key': 'key-busy' } });
+      assertError(first, 409, 'BUSY');
+      assert.equal(first.headers.get('retry-after'), '3');
+      const retry = await partnerApi<{ data: { calls: number } }>(server, 'POST', '/test-fixtures/busy-once', {
+        token,
+        headers: { 'idempotency-key': 'key-busy' },
+      });
+      assert.equal(retry.status, 201, retry.text);
+      assert.equal(retry.body.data.calls, 2);
+    });
+
     test('a 500 is not stored: a retry with the same key runs again', async () => {
       const first = await partnerApi(server, 'POST', '/test-fixtures/fail', { token, headers: { 'idempotency-key': 'key-500' } });
       assertError(first, 500, 'INTERNAL_ERROR');

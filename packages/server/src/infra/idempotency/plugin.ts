@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Clock } from '../clock.ts';
 import type { Db } from '../db/database.ts';
-import { ApiError, validationError } from '../errors/catalogue.ts';
+import { ApiError, ERROR_CATALOGUE, type ErrorCode, validationError } from '../errors/catalogue.ts';
 import { claimKey, completeKey, type IdempotencyScope, releaseKey } from './store.ts';
 
 declare module 'fastify' {
@@ -67,8 +67,18 @@ export const idempotencyPlugin = fp(
       const scope = request.idempotency;
       if (!scope) return payload;
       request.idempotency = undefined;
-      if (reply.statusCode >= 500) await releaseKey(db, scope, request.id);
-      else await completeKey(db, scope, request.id, reply.statusCode, typeof payload === 'string' ? payload : String(payload ?? ''));
+      const body = typeof payload === 'string' ? payload : String(payload ?? '');
+      if (reply.statusCode >= 500 || isRetryableError(reply.statusCode, body)) {
+        // The spec says retry these (same key): the retry must run again, not replay the refusal.
+        await releaseKey(db, scope, request.id);
+        return payload;
+      }
+      try {
+        await completeKey(db, scope, request.id, reply.statusCode, body);
+      } catch {
+        // One more try; if that fails too, the error handler answers 503 and the key's lease lets a retry run.
+        await completeKey(db, scope, request.id, reply.statusCode, body);
+      }
       return payload;
     };
 
@@ -82,6 +92,17 @@ export const idempotencyPlugin = fp(
   },
   { name: 'tenantry-idempotency' },
 );
+
+/** A catalogue error the partner is told to retry (BUSY, NOT_READY, RATE_LIMITED, ...). */
+function isRetryableError(statusCode: number, body: string): boolean {
+  if (statusCode < 400) return false;
+  try {
+    const code = (JSON.parse(body) as { error?: { code?: string } }).error?.code;
+    return code !== undefined && code in ERROR_CATALOGUE && ERROR_CATALOGUE[code as ErrorCode].retryable;
+  } catch {
+    return false;
+  }
+}
 
 const toArray = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 

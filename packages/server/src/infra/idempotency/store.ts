@@ -56,6 +56,8 @@ export async function claimKey(db: Db, scope: IdempotencyScope, fingerprint: str
         .where('mode', '=', scope.mode)
         .where('key', '=', scope.key)
         .where('request_id', '=', row.request_id)
+        // Still as we judged it: a first request that finished meanwhile keeps its response.
+        .where((eb) => (expired ? eb('expires_at', '<=', now) : eb.and([eb('state', '=', 'running'), eb('locked_until', '<=', now)])))
         .returning('key')
         .executeTakeFirst();
       if (taken) return { kind: 'claimed' };

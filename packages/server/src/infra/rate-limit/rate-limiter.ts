@@ -115,14 +115,11 @@ class SqlRateLimiter implements RateLimiter {
     }
   }
 
-  /** Reserves tokens; answers a denial, or undefined when the caller should take from the new lease. */
-  async #reserve(
-    key: string,
-    policy: BucketPolicy,
-    nowMs: number,
-    lease: Lease | undefined,
-    live: boolean,
-  ): Promise<RateDecision | undefined> {
+  /**
+   * Reserves tokens and spends the first one for the caller (so a slow query
+   * can never leave it without an answer); the rest become the new lease.
+   */
+  async #reserve(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined, live: boolean): Promise<RateDecision> {
     const interval = intervalMs(policy);
     const tolerance = toleranceMs(policy);
     const maxBatch = Math.max(1, Math.min(100, Math.floor(policy.burst / 4)));
@@ -150,7 +147,9 @@ class SqlRateLimiter implements RateLimiter {
       this.#leases.delete(key);
       return after;
     }
-    this.#leases.set(key, { tokens: grantedNow, expiresAtMs: nowMs + LEASE_MS, sharedRemaining: after.remaining, demand: 0 });
-    return undefined;
+    // The lease runs from when the reservation arrived, not from when it was asked for.
+    const tokens = grantedNow - 1;
+    this.#leases.set(key, { tokens, expiresAtMs: this.#clock.nowMs() + LEASE_MS, sharedRemaining: after.remaining, demand: 1 });
+    return { allowed: true, limit: policy.perMinute, remaining: after.remaining + tokens, retryAfterS: 0 };
   }
 }
