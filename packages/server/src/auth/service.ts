@@ -50,7 +50,10 @@ export class AuthService {
   async exchange(apiKey: string, sourceAddress: string): Promise<{ token: TokenResponse; rate: RateDecision }> {
     const { db, clock, tokens, rateLimiter } = this.#deps;
     const parsed = parseKey(apiKey);
-    const rate = await rateLimiter.take(parsed ? `key:${parsed.kid}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
+    // Attempts are limited per (key, source address) before any check, so guessing is slow; the
+    // key's own bucket is charged only once the secret matched, so nobody who merely knows a
+    // kid can hold the key's exchanges at 429.
+    let rate = await rateLimiter.take(parsed ? `try:${parsed.kid}:${sourceAddress}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
     if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
     const row = await findKeyWithPartner(db, parsed?.kid ?? DECOY_KID);
@@ -66,6 +69,8 @@ export class AuthService {
       (row.expires_at === null || row.expires_at.getTime() > now.getTime()) &&
       addressAllowed(sourceAddress, row.allow_cidrs);
     if (!valid || !row) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
+    rate = await rateLimiter.take(`key:${row.kid}`, TOKEN_ENDPOINT_POLICY);
+    if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
     // Read with the key, not from the cache: a suspension or a new partner's readiness counts at once.
     if (row.partner_status === 'suspended') {

@@ -1,8 +1,29 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { describe as describeBucket, step } from './gcra.ts';
+
+/** POST /auth/token from a chosen loopback source address (Linux routes all of 127.0.0.0/8 locally). */
+function exchangeFrom(localAddress: string, baseUrl: string, apiKey: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ api_key: apiKey });
+    const request = httpRequest(
+      `${baseUrl}/api/public/v1/auth/token`,
+      { method: 'POST', localAddress, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+        });
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+      },
+    );
+    request.on('error', reject);
+    request.end(body);
+  });
+}
 
 describe('GCRA token bucket arithmetic', () => {
   test('a full bucket allows exactly `burst` requests at one instant, then refills at the rate', () => {
@@ -78,13 +99,16 @@ for (const target of testDatabases()) {
       assert.equal((await exchange(server, key)).status, 429);
     });
 
-    test('failed exchanges count against the key too, so a key cannot be brute-forced', async () => {
+    test('guesses are limited per key and source address, and cannot lock the key out for its owner elsewhere', async () => {
       await createPartner(server, 'rl-brute');
       const key = await issueKey(server, 'rl-brute');
       const wrong = `${key.slice(0, -3)}zzz`;
       for (let i = 0; i < 10; i++) assertError(await exchange(server, wrong), 401, 'UNAUTHORIZED');
       assertError(await exchange(server, wrong), 429, 'RATE_LIMITED');
+      // The guessing address is slowed down, whatever it sends.
       assertError(await exchange(server, key), 429, 'RATE_LIMITED');
+      const fromElsewhere = await exchangeFrom('127.0.0.2', server.partnerUrl, key);
+      assert.equal(fromElsewhere.status, 200, `the owner on another address still exchanges: ${fromElsewhere.text}`);
     });
   });
 }
