@@ -31,6 +31,8 @@ for (const target of testDatabases()) {
       assert.equal(result.body.expires_in, 900);
       assert.equal(result.body.scope, 'customers:read customers:write customers:sso usage:read');
       assert.equal(result.headers.get('cache-control'), 'no-store');
+      assert.equal(result.headers.get('x-ratelimit-limit'), '30', 'the token endpoint reports its per-key limit');
+      assert.equal(result.headers.get('x-ratelimit-remaining'), '9');
       assert.ok(result.headers.get('x-request-id'));
       const keys = await operatorApi<{ data: { last_used_at: string | null }[] }>(server, 'GET', '/partners/auth-live/keys');
       assert.equal(keys.body.data[0]?.last_used_at, server.clock.now().toISOString(), 'the operator sees when a key was last used');

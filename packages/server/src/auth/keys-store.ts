@@ -41,7 +41,7 @@ export async function revokeKey(trx: Db, partnerId: string, kid: string, at: Dat
 }
 
 /** `last_used_at` is kept to the minute: at most one write per key per minute, not one per exchange. */
-export const TOUCH_INTERVAL_MS = 60_000;
+const TOUCH_INTERVAL_MS = 60_000;
 
 export async function touchKey(db: Db, row: ApiKeyRow, at: Date): Promise<void> {
   if (row.last_used_at && at.getTime() - row.last_used_at.getTime() < TOUCH_INTERVAL_MS) return;

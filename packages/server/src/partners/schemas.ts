@@ -1,7 +1,7 @@
 import { type Static, Type } from 'typebox';
 import { SCOPES } from '../auth/scopes.ts';
 
-export const PARTNER_ID_PATTERN = '^[a-z][a-z0-9-]{1,30}[a-z0-9]$';
+const PARTNER_ID_PATTERN = '^[a-z][a-z0-9-]{1,30}[a-z0-9]$';
 
 export const PartnerId = Type.String({
   pattern: PARTNER_ID_PATTERN,

@@ -23,9 +23,7 @@ export interface PartnerServiceDeps {
   setupMs: number;
 }
 
-export type PartnerStatusView = Partner['status'];
-
-export function partnerStatus(row: PartnerRow, nowMs: number): PartnerStatusView {
+function partnerStatus(row: PartnerRow, nowMs: number): Partner['status'] {
   if (row.status === 'suspended') return 'suspended';
   return row.ready_at.getTime() > nowMs ? 'provisioning' : 'active';
 }

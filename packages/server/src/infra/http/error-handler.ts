@@ -6,7 +6,7 @@ import { toFieldProblems } from './validation.ts';
 /** Seconds a client should wait when a dependency (the database) is down. */
 const UNAVAILABLE_RETRY_AFTER_S = 5;
 
-export interface ErrorEnvelope {
+interface ErrorEnvelope {
   status: 'error';
   error: { code: string; message: string; request_id: string; details?: Record<string, unknown> };
 }
