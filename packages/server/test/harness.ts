@@ -96,6 +96,7 @@ export interface TestServerOptions {
   env?: Record<string, string>;
   partnerRoutes?: FastifyPluginAsync<{ services: Services }>[];
   clock?: ManualClock;
+  sandboxAddressRanges?: number;
 }
 
 /** A real server on ephemeral loopback ports, on a fresh database, with a manual clock and captured logs. */
@@ -125,6 +126,9 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     database: handle,
     logger: pino({ level: 'info' }, sink),
     ...(options.partnerRoutes ? { partnerRoutes: options.partnerRoutes } : {}),
+    ...(options.sandboxAddressRanges !== undefined ? { sandboxAddressRanges: options.sandboxAddressRanges } : {}),
+    // Tests move a manual clock and then read; a short poll keeps the background engine close behind.
+    enginePollMs: 20,
   });
   return {
     ...server,

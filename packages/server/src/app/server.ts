@@ -8,6 +8,7 @@ import { type Clock, systemClock } from '../infra/clock.ts';
 import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
 import { migrateToLatest } from '../infra/db/migrate.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
+import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import { buildPartnerApp } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
@@ -28,6 +29,10 @@ export interface StartOptions {
   database?: DatabaseHandle;
   /** More partner API routes, mounted under the prefix with every cross-cutting rule (tests mount fixtures here). */
   partnerRoutes?: FastifyPluginAsync<{ services: Services }>[];
+  /** The sandbox's address ranges per partner and mode (tests shrink it to reach NO_ADDRESS_SPACE). */
+  sandboxAddressRanges?: number;
+  /** How often the operation engine looks for due work (ms). */
+  enginePollMs?: number;
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -57,6 +62,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       partnerCacheMs: config.partnerCacheMs,
       sandboxDelayMs: config.sandboxDelayMs,
       trustProxy: config.trustProxy,
+      publicUrl: config.publicUrl,
+      sandboxAddressRanges: options.sandboxAddressRanges,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
@@ -65,8 +72,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port });
     const operatorUrl = await operatorApp.listen({ host: config.operatorListen.host, port: config.operatorListen.port });
 
+    // Background work resumes from the database: whatever a killed process left open is picked up here.
+    services.engine.start(options.enginePollMs);
+
     const maintenance = setInterval(() => {
-      deleteExpiredKeys(database.db, clock.now()).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
+      const now = clock.now();
+      deleteExpiredKeys(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
+      deleteExpiredOperations(database.db, now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
+      services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
     }, MAINTENANCE_INTERVAL_MS);
     maintenance.unref();
 
@@ -87,6 +100,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           clearInterval(maintenance);
           clearInterval(logFlush);
           await Promise.all([partnerApp.close(), operatorApp.close()]);
+          await services.engine.stop();
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');
           logger.flush();

@@ -2,13 +2,22 @@ import type { Logger } from 'pino';
 import { AccessTokenCodec } from '../auth/access-tokens.ts';
 import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
+import { ConsoleService } from '../console/service.ts';
+import { CustomerService } from '../customers/service.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import { loadServerSecrets } from '../infra/secrets/server-secrets.ts';
+import { OperationEngine } from '../operations/engine.ts';
+import { OperationService } from '../operations/service.ts';
 import { PartnerCache } from '../partners/partner-cache.ts';
 import { PartnerService } from '../partners/service.ts';
+import type { Platform } from '../platform/platform.ts';
+import { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
+import { ProjectService } from '../projects/service.ts';
+import { TestHelperService } from '../test-mode/service.ts';
+import { UserService } from '../users/service.ts';
 
 /** What the composition root needs to know to wire the modules together. */
 export interface ServiceOptions {
@@ -19,6 +28,10 @@ export interface ServiceOptions {
   /** The sandbox platform's provisioning time; a new partner's credentials take a third of it. */
   sandboxDelayMs: number;
   trustProxy: false | number | string[];
+  /** `{base_url}`: console login URLs are built on it. */
+  publicUrl: string;
+  /** Address ranges per partner and mode in the sandbox (tests shrink it to reach NO_ADDRESS_SPACE). */
+  sandboxAddressRanges?: number | undefined;
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */
@@ -29,6 +42,16 @@ export interface Services {
   partnerCache: PartnerCache;
   keys: KeyService;
   auth: AuthService;
+  /** The platform provisioning runs on. Test mode always runs on the sandbox (CONTRACT §5). */
+  platform: Platform;
+  sandbox: SandboxPlatform;
+  engine: OperationEngine;
+  customers: CustomerService;
+  projects: ProjectService;
+  users: UserService;
+  operations: OperationService;
+  console: ConsoleService;
+  testHelpers: TestHelperService;
 }
 
 export async function createServices(options: ServiceOptions): Promise<Services> {
@@ -38,6 +61,13 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const cursors = new CursorCodec(secrets.cursorSigningKey);
   const partnerCache = new PartnerCache(db, clock, options.partnerCacheMs);
   const rateLimiter = createRateLimiter(db, embedded, clock);
+  // The only platform driver so far; a kubernetes driver will serve live mode, the sandbox staying test mode's.
+  const sandbox = new SandboxPlatform({ delayMs: options.sandboxDelayMs, addressRanges: options.sandboxAddressRanges });
+  const platform: Platform = sandbox;
+  const engine = new OperationEngine({ db, clock, platform, logger: options.logger, partnerCache });
+  const onOperationOpened = () => engine.kick();
+  const provisioningMs = options.sandboxDelayMs;
+  const customers = new CustomerService({ db, cursors, platform, partnerCache, onOperationOpened, provisioningMs });
   return {
     options,
     cursors,
@@ -45,5 +75,14 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     partners: new PartnerService({ db, clock, cursors, cache: partnerCache, setupMs: Math.round(options.sandboxDelayMs / 3) }),
     keys: new KeyService(db, clock),
     auth: new AuthService({ db, clock, tokens: new AccessTokenCodec(secrets.tokenSigningKey), partners: partnerCache, rateLimiter }),
+    platform,
+    sandbox,
+    engine,
+    customers,
+    projects: new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs }),
+    users: new UserService({ db, cursors, platform, customers }),
+    operations: new OperationService({ db, cursors, customers, engine }),
+    console: new ConsoleService({ db, clock, platform, customers, publicUrl: options.publicUrl }),
+    testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
   };
 }

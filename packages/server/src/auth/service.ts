@@ -142,7 +142,8 @@ export class AuthService {
         rate_limit_per_minute: partner.rate_limit_per_minute,
         rate_limit_burst: partner.rate_limit_burst,
       },
-      customer_count: partner.customer_count,
+      // Each mode counts its own customers (CONTRACT §5: test data never mixes with live).
+      customer_count: claims.mode === 'live' ? partner.customer_count : partner.test_customer_count,
       defaults: { plan_id: partner.default_plan_id, grace_days: partner.grace_days },
       token: { expires_at: claims.expiresAtIso, kid: claims.kid, mode: claims.mode },
     };

@@ -11,6 +11,9 @@ const ID_PREFIXES = {
   audit: 'aud',
   operation: 'op',
   delivery: 'dlv',
+  // Internal identities, never shown to partners.
+  customer: 'cus',
+  project: 'prj',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

@@ -1,17 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { type TSchema, Type } from 'typebox';
+import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
 import { AuditEntry, AuditQuery } from '../audit/schemas.ts';
 import { listAudit } from '../audit/store.ts';
 import { ApiKey, IssuedKey, IssueKeyRequest } from '../auth/keys-schemas.ts';
-import { PageQuery, PaginationSchema } from '../infra/pagination/cursor.ts';
+import { listOf as list, ok, success } from '../infra/http/envelope.ts';
+import { PageQuery } from '../infra/pagination/cursor.ts';
 import { CreatePartnerRequest, Partner, PartnerId, UpdatePartnerRequest } from '../partners/schemas.ts';
 import { operatorOf } from './operator-auth.ts';
-
-const success = <T extends TSchema>(data: T) => Type.Object({ status: Type.Literal('success'), data });
-const list = <T extends TSchema>(item: T) =>
-  Type.Object({ status: Type.Literal('success'), data: Type.Array(item), pagination: PaginationSchema });
-const ok = <T>(data: T) => ({ status: 'success' as const, data });
 
 const PartnerParams = Type.Object({ id: PartnerId }, { additionalProperties: false });
 const KeyParams = Type.Object({ id: PartnerId, kid: Type.String({ pattern: '^[a-z2-7]{12}$' }) }, { additionalProperties: false });

@@ -26,4 +26,10 @@ export const partnerMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0007_partners_test_mode': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table partners add column test_customer_count integer not null default 0`.execute(db);
+      await sql`alter table partners add column test_clock_offset_ms bigint not null default 0`.execute(db);
+    },
+  },
 };

@@ -96,6 +96,8 @@ export class PartnerService {
       default_plan_id: d.defaults.plan_id,
       grace_days: d.defaults.grace_days,
       customer_count: 0,
+      test_customer_count: 0,
+      test_clock_offset_ms: 0,
       ready_at: new Date(now.getTime() + setupMs),
       suspended_at: null,
       created_at: now,

@@ -52,3 +52,10 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   }
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message);
 }
+
+/** The constraint a unique violation (SQLSTATE 23505) hit, or undefined for any other error. */
+export function uniqueViolation(error: unknown): string | undefined {
+  if (!(error instanceof Error)) return undefined;
+  const { code, constraint } = error as { code?: unknown; constraint?: unknown };
+  return code === '23505' ? String(constraint ?? '') : undefined;
+}

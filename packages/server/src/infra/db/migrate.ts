@@ -1,7 +1,14 @@
 import { type Migration, type MigrationProvider, Migrator } from 'kysely';
 import { auditMigrations } from '../../audit/migrations.ts';
 import { authMigrations } from '../../auth/migrations.ts';
+import { consoleMigrations } from '../../console/migrations.ts';
+import { customerMigrations } from '../../customers/migrations.ts';
+import { eventMigrations } from '../../events/migrations.ts';
+import { operationMigrations } from '../../operations/migrations.ts';
 import { partnerMigrations } from '../../partners/migrations.ts';
+import { sandboxMigrations } from '../../platform/sandbox/migrations.ts';
+import { projectMigrations } from '../../projects/migrations.ts';
+import { userMigrations } from '../../users/migrations.ts';
 import { idempotencyMigrations } from '../idempotency/migrations.ts';
 import { rateLimitMigrations } from '../rate-limit/migrations.ts';
 import { secretMigrations } from '../secrets/migrations.ts';
@@ -19,6 +26,13 @@ const allMigrations: Record<string, Migration> = {
   ...auditMigrations,
   ...idempotencyMigrations,
   ...rateLimitMigrations,
+  ...customerMigrations,
+  ...projectMigrations,
+  ...userMigrations,
+  ...operationMigrations,
+  ...eventMigrations,
+  ...sandboxMigrations,
+  ...consoleMigrations,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => allMigrations };

@@ -12,6 +12,17 @@ export interface Database {
   audit_log: AuditLogTable;
   idempotency_keys: IdempotencyKeysTable;
   rate_limits: RateLimitsTable;
+  customers: CustomersTable;
+  projects: ProjectsTable;
+  users: UsersTable;
+  operations: OperationsTable;
+  events: EventsTable;
+  sandbox_objects: SandboxObjectsTable;
+  sandbox_address_ranges: SandboxAddressRangesTable;
+  sandbox_workloads: SandboxWorkloadsTable;
+  sandbox_failures: SandboxFailuresTable;
+  console_logins: ConsoleLoginsTable;
+  console_sessions: ConsoleSessionsTable;
 }
 
 export interface ServerSecretsTable {
@@ -36,7 +47,11 @@ export interface PartnersTable {
   allow_private_webhooks: boolean;
   default_plan_id: string;
   grace_days: number;
+  /** Live customers; test-mode customers are counted apart (CONTRACT §5: never mixed). */
   customer_count: Generated<number>;
+  test_customer_count: Generated<number>;
+  /** How far the partner's test clock runs ahead of the server's (CONTRACT §5, clock/advance). */
+  test_clock_offset_ms: Generated<number>;
   ready_at: Date;
   suspended_at: Date | null;
   created_at: Date;
@@ -90,4 +105,171 @@ export interface RateLimitsTable {
   tat_ms: number;
   /** Tokens the last reservation took (SqlRateLimiter). */
   granted: number;
+}
+
+/**
+ * Where a name must be unique: the live platform is one cluster shared by
+ * every partner (customer ids, namespaces and emails name platform objects);
+ * each partner's test mode is a sandbox of its own. `live` or `test:<partner>`.
+ */
+export type PlatformScope = string;
+
+export type CustomerStatus = 'provisioning' | 'active' | 'failed' | 'suspended' | 'deletion_scheduled' | 'deleting';
+
+export interface CustomersTable {
+  /** Internal identity: a replacement customer reusing an id is a separate resource. */
+  uid: string;
+  platform_scope: PlatformScope;
+  partner_id: string;
+  mode: KeyMode;
+  id: string;
+  external_id: string | null;
+  display_name: string | null;
+  status: CustomerStatus;
+  /** The status a scheduled deletion interrupted, restored by resume. */
+  status_before_deletion: CustomerStatus | null;
+  plan_id: string;
+  owner_username: string;
+  owner_email: string;
+  created_at: Date;
+  updated_at: Date;
+  suspended_at: Date | null;
+  suspension_reason: string | null;
+  scheduled_deletion_at: Date | null;
+  grace_days: number | null;
+  deletion_immediate: boolean | null;
+}
+
+export type ProjectState = 'provisioning' | 'ready' | 'failed' | 'deleting';
+
+export interface ProjectsTable {
+  uid: string;
+  customer_uid: string;
+  platform_scope: PlatformScope;
+  partner_id: string;
+  mode: KeyMode;
+  customer_id: string;
+  name: string;
+  state: ProjectState;
+  namespace: string;
+  cidr: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type UserRole = 'admin' | 'member';
+
+export interface UsersTable {
+  customer_uid: string;
+  platform_scope: PlatformScope;
+  partner_id: string;
+  mode: KeyMode;
+  customer_id: string;
+  username: string;
+  email: string;
+  /** Lower-cased email: uniqueness ignores case. */
+  email_key: string;
+  role: UserRole;
+  is_owner: boolean;
+  first_name: string | null;
+  last_name: string | null;
+  required_actions: string[];
+  created_at: Date;
+}
+
+export type OperationType = 'customer.create' | 'customer.delete' | 'project.create' | 'project.delete';
+export type OperationStatus = 'pending' | 'running' | 'succeeded' | 'failed';
+
+export interface OperationsTable {
+  id: string;
+  partner_id: string;
+  mode: KeyMode;
+  type: OperationType;
+  status: OperationStatus;
+  customer_uid: string;
+  customer_id: string;
+  project: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+  error_code: string | null;
+  error_message: string | null;
+  /** When the engine should look at it next (the partner's mode clock). */
+  due_at: Date;
+}
+
+export interface EventsTable {
+  /** The delivery id (`dlv_...`), which is also the event body's `id`. */
+  id: string;
+  partner_id: string;
+  mode: KeyMode;
+  type: string;
+  data: unknown;
+  created_at: Date;
+}
+
+export type SandboxObjectKind = 'organization' | 'project' | 'user';
+
+export interface SandboxObjectsTable {
+  platform_scope: PlatformScope;
+  kind: SandboxObjectKind;
+  /** Organization: customer id; project: namespace; user: `<customer>/<username>`. */
+  name: string;
+  customer_id: string;
+  ready_at: Date;
+  failure_code: string | null;
+  failure_message: string | null;
+  /** Set when deletion starts: the object is gone from this time on. */
+  gone_at: Date | null;
+  attrs: unknown;
+}
+
+export interface SandboxAddressRangesTable {
+  partner_id: string;
+  mode: KeyMode;
+  idx: number;
+  cidr: string;
+  namespace: string;
+}
+
+export interface SandboxWorkloadsTable {
+  platform_scope: PlatformScope;
+  customer_id: string;
+  vms: string[];
+  databases: string[];
+  gpus: unknown;
+  running: boolean;
+}
+
+export interface SandboxFailuresTable {
+  id: Generated<number>;
+  platform_scope: PlatformScope;
+  type: string;
+  code: string | null;
+  message: string | null;
+  customer_id: string | null;
+  project: string | null;
+  remaining: number;
+  created_at: Date;
+}
+
+export interface ConsoleLoginsTable {
+  token_hash: string;
+  partner_id: string;
+  mode: KeyMode;
+  customer_uid: string;
+  username: string;
+  expires_at: Date;
+  used_at: Date | null;
+  created_at: Date;
+}
+
+export interface ConsoleSessionsTable {
+  id_hash: string;
+  partner_id: string;
+  mode: KeyMode;
+  customer_uid: string;
+  username: string;
+  expires_at: Date;
+  created_at: Date;
 }

@@ -75,3 +75,13 @@ function pointerToPath(pointer: string): string {
 }
 
 const join = (base: string, field: string): string => (base ? `${base}.${field}` : field);
+
+/**
+ * A route-level `preValidation` hook for bodies that are optional as a whole
+ * (`POST /customers/{id}/resume` with no body is `{}`): a missing body is
+ * validated as an empty object, while a present one is validated as sent.
+ */
+export function emptyBodyIsObject(request: { body: unknown }, _reply: unknown, done: () => void): void {
+  if (request.body === undefined || request.body === null) request.body = {};
+  done();
+}

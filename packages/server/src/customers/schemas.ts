@@ -1,0 +1,117 @@
+import { type Static, Type } from 'typebox';
+import type { CustomersTable } from '../infra/db/schema.ts';
+import { Operation } from '../operations/schemas.ts';
+import { CustomerId, Email, PlanId, ProjectName, Username } from '../platform/names.ts';
+import { Project } from '../projects/schemas.ts';
+
+const Timestamp = Type.String({ format: 'date-time' });
+const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+
+export const CustomerStatus = Type.Union([
+  Type.Literal('provisioning'),
+  Type.Literal('active'),
+  Type.Literal('failed'),
+  Type.Literal('suspended'),
+  Type.Literal('deletion_scheduled'),
+  Type.Literal('deleting'),
+]);
+
+/** CONTRACT §4, Customers: the list item; `GET /customers/{id}` adds `projects`. */
+export const Customer = Type.Object({
+  id: Type.String(),
+  external_id: Type.Union([Type.String(), Type.Null()]),
+  display_name: Type.Union([Type.String(), Type.Null()]),
+  status: CustomerStatus,
+  plan_id: Type.String(),
+  owner: Type.Object({ username: Type.String(), email: Type.String() }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  suspended_at: NullableTimestamp,
+  suspension_reason: Type.Union([Type.String(), Type.Null()]),
+  scheduled_deletion_at: NullableTimestamp,
+});
+export type Customer = Static<typeof Customer>;
+
+export function toCustomer(row: CustomersTable): Customer {
+  return {
+    id: row.id,
+    external_id: row.external_id,
+    display_name: row.display_name,
+    status: row.status,
+    plan_id: row.plan_id,
+    owner: { username: row.owner_username, email: row.owner_email },
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    suspended_at: row.suspended_at ? row.suspended_at.toISOString() : null,
+    suspension_reason: row.suspension_reason,
+    scheduled_deletion_at: row.scheduled_deletion_at ? row.scheduled_deletion_at.toISOString() : null,
+  };
+}
+
+export const CustomerWithProjects = Type.Object({ ...Customer.properties, projects: Type.Array(Project) });
+export type CustomerWithProjects = Static<typeof CustomerWithProjects>;
+
+export const CreateCustomerRequest = Type.Object(
+  {
+    id: CustomerId,
+    external_id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    display_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    owner: Type.Object(
+      {
+        username: Username,
+        email: Email,
+        first_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+        last_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+      },
+      { additionalProperties: false },
+    ),
+    plan_id: Type.Optional(PlanId),
+    project: Type.Optional(ProjectName),
+  },
+  { additionalProperties: false },
+);
+export type CreateCustomerRequest = Static<typeof CreateCustomerRequest>;
+
+export const CreateCustomerResponse = Type.Object({ customer: Customer, operation: Operation });
+
+export const ListCustomersQuery = Type.Object(
+  {
+    external_id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    status: Type.Optional(CustomerStatus),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+  },
+  { additionalProperties: false },
+);
+
+export const SuspendRequest = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) }, { additionalProperties: false });
+export const SuspendResult = Type.Object({
+  customer_id: Type.String(),
+  status: Type.Literal('suspended'),
+  suspended_at: Timestamp,
+  workloads_running: Type.Integer({ description: 'VMs and databases still running (0 once suspended).' }),
+});
+export const ResumeRequest = Type.Object({}, { additionalProperties: false });
+export const ResumeResult = Type.Object({
+  customer_id: Type.String(),
+  status: Type.Literal('active'),
+  workloads_running: Type.Integer(),
+  cancelled_scheduled_deletion: Type.Boolean(),
+});
+
+export const DeleteCustomerQuery = Type.Object(
+  {
+    mode: Type.Optional(Type.Union([Type.Literal('scheduled'), Type.Literal('immediate')], { default: 'scheduled' })),
+    grace_days: Type.Optional(Type.Integer({ minimum: 0, maximum: 365 })),
+  },
+  { additionalProperties: false },
+);
+export const DeleteCustomerResult = Type.Object({
+  customer_id: Type.String(),
+  status: CustomerStatus,
+  scheduled_deletion_at: NullableTimestamp,
+  grace_days: Type.Union([Type.Integer(), Type.Null()]),
+  recoverable: Type.Boolean(),
+  operation_id: Type.Union([Type.String(), Type.Null()], { description: 'The customer.delete operation once teardown has started.' }),
+});
+export type DeleteCustomerResult = Static<typeof DeleteCustomerResult>;

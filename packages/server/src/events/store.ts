@@ -1,0 +1,43 @@
+import type { Db } from '../infra/db/database.ts';
+import type { KeyMode } from '../infra/db/schema.ts';
+import { newId } from '../infra/ids.ts';
+
+/** partner-api.md, Event kinds (`ping` is sent by `POST /webhook/test`, not recorded here). */
+export const EVENT_TYPES = [
+  'customer.ready',
+  'customer.failed',
+  'customer.suspended',
+  'customer.resumed',
+  'customer.deletion_scheduled',
+  'customer.deleted',
+  'customer.quota_changed',
+  'customer.plan_changed',
+  'project.ready',
+  'project.failed',
+  'project.deleted',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+export interface NewEvent {
+  partnerId: string;
+  mode: KeyMode;
+  type: EventType;
+  data: Record<string, unknown>;
+  /** The partner's mode clock at the change. */
+  at: Date;
+}
+
+/**
+ * Records an event in the caller's transaction, the one that made the change
+ * it reports (the outbox): the change and its event commit together or not at
+ * all, so no event is lost or recorded twice. Delivery reads them later.
+ */
+export async function recordEvent(trx: Db, event: NewEvent): Promise<string> {
+  const id = newId('delivery');
+  await trx
+    .insertInto('events')
+    .values({ id, partner_id: event.partnerId, mode: event.mode, type: event.type, data: JSON.stringify(event.data), created_at: event.at })
+    .execute();
+  return id;
+}

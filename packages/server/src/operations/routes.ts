@@ -1,0 +1,52 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Services } from '../app/services.ts';
+import { listOf, ok, success } from '../infra/http/envelope.ts';
+import { PageQuery } from '../infra/pagination/cursor.ts';
+import { CustomerId } from '../platform/names.ts';
+import { requestTenant } from '../platform/tenant.ts';
+import { Operation } from './schemas.ts';
+
+const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
+const OperationParams = Type.Object(
+  { id: CustomerId, operation_id: Type.String({ pattern: '^op_[0-9a-z]{26}$' }) },
+  { additionalProperties: false },
+);
+
+/** partner-api.md, Operation; CONTRACT §4, Operations. */
+export const operationRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+  const { operations, options } = services;
+  const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
+
+  app.get(
+    '/customers/:id/operations',
+    {
+      config: { scope: 'customers:read' },
+      schema: {
+        operationId: 'listOperations',
+        summary: "List a customer's operations of the last 7 days, newest first",
+        params: CustomerParams,
+        querystring: Type.Object(PageQuery, { additionalProperties: false }),
+        response: { 200: listOf(Operation) },
+      },
+    },
+    async (request) => ({
+      status: 'success' as const,
+      ...(await operations.list(tenant(request), request.params.id, { limit: request.query.limit ?? 50, cursor: request.query.cursor })),
+    }),
+  );
+
+  app.get(
+    '/customers/:id/operations/:operation_id',
+    {
+      config: { scope: 'customers:read' },
+      schema: {
+        operationId: 'getOperation',
+        summary: 'Read one operation',
+        params: OperationParams,
+        response: { 200: success(Operation) },
+      },
+    },
+    async (request) => ok(await operations.get(tenant(request), request.params.id, request.params.operation_id)),
+  );
+};

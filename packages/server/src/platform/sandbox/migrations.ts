@@ -1,0 +1,54 @@
+import { type Kysely, type Migration, sql } from 'kysely';
+
+/** The sandbox platform's own state: what a cluster and its identity provider would hold. */
+export const sandboxMigrations: Record<string, Migration> = {
+  '0013_sandbox_create': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table sandbox_objects (
+          platform_scope text not null,
+          kind text not null check (kind in ('organization', 'project', 'user')),
+          name text not null,
+          customer_id text not null,
+          ready_at timestamptz not null,
+          failure_code text,
+          failure_message text,
+          gone_at timestamptz,
+          attrs jsonb not null default '{}',
+          primary key (platform_scope, kind, name)
+        )`.execute(db);
+      await sql`create index sandbox_objects_customer_idx on sandbox_objects (platform_scope, customer_id)`.execute(db);
+      await sql`
+        create table sandbox_address_ranges (
+          partner_id text not null,
+          mode text not null,
+          idx integer not null,
+          cidr text not null,
+          namespace text not null,
+          primary key (partner_id, mode, idx)
+        )`.execute(db);
+      await sql`
+        create table sandbox_workloads (
+          platform_scope text not null,
+          customer_id text not null,
+          vms text[] not null default '{}',
+          databases text[] not null default '{}',
+          gpus jsonb not null default '{}',
+          running boolean not null default true,
+          primary key (platform_scope, customer_id)
+        )`.execute(db);
+      await sql`
+        create table sandbox_failures (
+          id serial primary key,
+          platform_scope text not null,
+          type text not null,
+          code text,
+          message text,
+          customer_id text,
+          project text,
+          remaining integer not null,
+          created_at timestamptz not null
+        )`.execute(db);
+    },
+  },
+};

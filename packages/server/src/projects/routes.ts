@@ -1,0 +1,75 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Services } from '../app/services.ts';
+import { listOf, ok, success } from '../infra/http/envelope.ts';
+import { PageQuery } from '../infra/pagination/cursor.ts';
+import { Operation } from '../operations/schemas.ts';
+import { CustomerId, ProjectName } from '../platform/names.ts';
+import { requestTenant } from '../platform/tenant.ts';
+import { Project } from './schemas.ts';
+
+const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
+const ProjectParams = Type.Object({ id: CustomerId, project: ProjectName }, { additionalProperties: false });
+const ProjectWithOperation = Type.Object({ project: Project, operation: Operation });
+
+/** CONTRACT §4, Projects. */
+export const projectRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+  const { projects, options } = services;
+  const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
+
+  app.post(
+    '/customers/:id/projects',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'createProject',
+        summary: 'Create a project (asynchronous)',
+        params: CustomerParams,
+        body: Type.Object({ name: ProjectName }, { additionalProperties: false }),
+        response: { 202: success(ProjectWithOperation) },
+      },
+    },
+    async (request, reply) => reply.code(202).send(ok(await projects.create(tenant(request), request.params.id, request.body.name))),
+  );
+
+  app.get(
+    '/customers/:id/projects',
+    {
+      config: { scope: 'customers:read' },
+      schema: {
+        operationId: 'listProjects',
+        summary: "List a customer's projects by name",
+        params: CustomerParams,
+        querystring: Type.Object(PageQuery, { additionalProperties: false }),
+        response: { 200: listOf(Project) },
+      },
+    },
+    async (request) => ({
+      status: 'success' as const,
+      ...(await projects.list(tenant(request), request.params.id, { limit: request.query.limit ?? 50, cursor: request.query.cursor })),
+    }),
+  );
+
+  app.get(
+    '/customers/:id/projects/:project',
+    {
+      config: { scope: 'customers:read' },
+      schema: { operationId: 'getProject', summary: 'Read a project', params: ProjectParams, response: { 200: success(Project) } },
+    },
+    async (request) => ok(await projects.get(tenant(request), request.params.id, request.params.project)),
+  );
+
+  app.delete(
+    '/customers/:id/projects/:project',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'deleteProject',
+        summary: 'Delete a project (asynchronous; it disappears once finalized)',
+        params: ProjectParams,
+        response: { 202: success(ProjectWithOperation) },
+      },
+    },
+    async (request, reply) => reply.code(202).send(ok(await projects.delete(tenant(request), request.params.id, request.params.project))),
+  );
+};

@@ -1,0 +1,176 @@
+import { requireActiveCustomer } from '../customers/lifecycle.ts';
+import type { CustomerService } from '../customers/service.ts';
+import { lockCustomer } from '../customers/store.ts';
+import { type Db, uniqueViolation } from '../infra/db/database.ts';
+import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import { newId } from '../infra/ids.ts';
+import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import { type Operation, toOperation } from '../operations/schemas.ts';
+import { assertOperationSlot, insertOperation } from '../operations/store.ts';
+import { findPartnerForUpdate } from '../partners/store.ts';
+import { NAMESPACE_MAX } from '../platform/names.ts';
+import type { Tenant } from '../platform/tenant.ts';
+import { type Project, toProject } from './schemas.ts';
+import { countProjects, findProject, insertProject, listProjects, lockProject, type ProjectRow, updateProject } from './store.ts';
+
+export interface ProjectServiceDeps {
+  db: Db;
+  cursors: CursorCodec;
+  customers: CustomerService;
+  onOperationOpened: () => void;
+  provisioningMs: number;
+}
+
+/** A customer's projects (CONTRACT §4): created and deleted by operations, read at any time. */
+export class ProjectService {
+  readonly #deps: ProjectServiceDeps;
+
+  constructor(deps: ProjectServiceDeps) {
+    this.#deps = deps;
+  }
+
+  async create(tenant: Tenant, customerId: string, name: string): Promise<{ project: Project; operation: Operation }> {
+    const { db, onOperationOpened } = this.#deps;
+    const namespace = `${customerId}-${name}`;
+    if (namespace.length > NAMESPACE_MAX) {
+      throw validationError([
+        {
+          in: 'body',
+          field: 'name',
+          message: `makes the namespace "${namespace}" ${namespace.length} characters long; the customer id and the project name together may have at most ${NAMESPACE_MAX - 1}`,
+        },
+      ]);
+    }
+    const now = tenant.now;
+    try {
+      const result = await db.transaction().execute(async (trx) => {
+        // Lock order everywhere: partner, then customer, then project.
+        const partner = await findPartnerForUpdate(trx, tenant.partnerId);
+        if (!partner) throw notFound('The partner');
+        const customer = await lockCustomer(trx, tenant, customerId);
+        if (!customer) throw notFound(`Customer ${customerId}`);
+        requireActiveCustomer(customer, 'create projects');
+        if (await findProject(trx, customer.uid, name)) throw alreadyExists(customerId, name);
+        const current = await countProjects(trx, customer.uid);
+        if (current >= partner.max_projects_per_customer) {
+          throw new ApiError(
+            'LIMIT_REACHED',
+            `Customer ${customerId} has reached its maximum of ${partner.max_projects_per_customer} projects.`,
+            {
+              details: { limit: 'max_projects_per_customer', max: partner.max_projects_per_customer, current },
+            },
+          );
+        }
+        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.#retryAfterS());
+        const row: ProjectRow = {
+          uid: newId('project'),
+          customer_uid: customer.uid,
+          platform_scope: tenant.scope,
+          partner_id: tenant.partnerId,
+          mode: tenant.mode,
+          customer_id: customerId,
+          name,
+          state: 'provisioning',
+          namespace,
+          cidr: null,
+          created_at: now,
+          updated_at: now,
+        };
+        await insertProject(trx, row);
+        const operation = await insertOperation(trx, {
+          partnerId: tenant.partnerId,
+          mode: tenant.mode,
+          type: 'project.create',
+          customerUid: customer.uid,
+          customerId,
+          project: name,
+          now,
+        });
+        return { project: toProject(row), operation: toOperation(operation) };
+      });
+      onOperationOpened();
+      return result;
+    } catch (error) {
+      const constraint = uniqueViolation(error);
+      if (constraint === 'projects_scope_namespace_key') {
+        throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already taken.`, { details: { field: 'name', namespace } });
+      }
+      if (constraint !== undefined) throw alreadyExists(customerId, name);
+      throw error;
+    }
+  }
+
+  async get(tenant: Tenant, customerId: string, name: string): Promise<Project> {
+    const customer = await this.#deps.customers.require(tenant, customerId);
+    const row = await findProject(this.#deps.db, customer.uid, name);
+    if (!row) throw notFound(`Project ${name} of customer ${customerId}`);
+    return toProject(row);
+  }
+
+  async list(tenant: Tenant, customerId: string, query: { limit: number; cursor?: string | undefined }): Promise<Page<Project>> {
+    const customer = await this.#deps.customers.require(tenant, customerId);
+    return listProjects(this.#deps.db, this.#deps.cursors, customer.uid, query);
+  }
+
+  /**
+   * Accepts a project's deletion (202): the project turns `deleting` and a
+   * `project.delete` operation finalizes it; it disappears when that finishes.
+   * Asking again while it is under way answers the same operation.
+   */
+  async delete(tenant: Tenant, customerId: string, name: string): Promise<{ project: Project; operation: Operation }> {
+    const { db, onOperationOpened } = this.#deps;
+    const now = tenant.now;
+    const result = await db.transaction().execute(async (trx) => {
+      const customer = await lockCustomer(trx, tenant, customerId);
+      if (!customer) throw notFound(`Customer ${customerId}`);
+      if (customer.status === 'deleting') {
+        throw new ApiError('CONFLICT', `Customer ${customerId} is being deleted; its projects go with it.`, {
+          details: { customer_id: customerId, status: customer.status },
+        });
+      }
+      const project = await lockProject(trx, customer.uid, name);
+      if (!project) throw notFound(`Project ${name} of customer ${customerId}`);
+      if (project.state === 'provisioning') {
+        throw new ApiError('NOT_READY', `Project ${name} is still provisioning; delete it once it is ready or failed.`, {
+          retryAfter: this.#retryAfterS(),
+          details: { customer_id: customerId, project: name, state: project.state },
+        });
+      }
+      if (project.state === 'deleting') {
+        const open = await trx
+          .selectFrom('operations')
+          .selectAll()
+          .where('customer_uid', '=', customer.uid)
+          .where('type', '=', 'project.delete')
+          .where('project', '=', name)
+          .orderBy('id', 'desc')
+          .limit(1)
+          .executeTakeFirstOrThrow();
+        return { project: toProject(project), operation: toOperation(open) };
+      }
+      const updated = await updateProject(trx, project.uid, { state: 'deleting', updated_at: now });
+      const operation = await insertOperation(trx, {
+        partnerId: tenant.partnerId,
+        mode: tenant.mode,
+        type: 'project.delete',
+        customerUid: customer.uid,
+        customerId,
+        project: name,
+        now,
+      });
+      return { project: toProject(updated), operation: toOperation(operation) };
+    });
+    onOperationOpened();
+    return result;
+  }
+
+  #retryAfterS(): number {
+    return Math.max(1, Math.ceil(this.#deps.provisioningMs / 1000));
+  }
+}
+
+function alreadyExists(customerId: string, name: string): ApiError {
+  return new ApiError('ALREADY_EXISTS', `Customer ${customerId} already has a project named ${name}.`, {
+    details: { field: 'name', value: name },
+  });
+}

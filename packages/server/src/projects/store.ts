@@ -1,0 +1,68 @@
+import type { Selectable } from 'kysely';
+import type { Db } from '../infra/db/database.ts';
+import type { ProjectsTable } from '../infra/db/schema.ts';
+import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import { toPage } from '../infra/pagination/cursor.ts';
+import { type Project, toProject } from './schemas.ts';
+
+export type ProjectRow = Selectable<ProjectsTable>;
+
+export async function insertProject(trx: Db, row: ProjectRow): Promise<void> {
+  await trx.insertInto('projects').values(row).execute();
+}
+
+export async function findProject(db: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
+  return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).where('name', '=', name).executeTakeFirst();
+}
+
+export async function lockProject(trx: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
+  return trx
+    .selectFrom('projects')
+    .selectAll()
+    .where('customer_uid', '=', customerUid)
+    .where('name', '=', name)
+    .forUpdate()
+    .executeTakeFirst();
+}
+
+export async function updateProject(trx: Db, uid: string, changes: Partial<ProjectRow>): Promise<ProjectRow> {
+  return trx.updateTable('projects').set(changes).where('uid', '=', uid).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function removeProject(trx: Db, uid: string): Promise<void> {
+  await trx.deleteFrom('projects').where('uid', '=', uid).execute();
+}
+
+export async function countProjects(trx: Db, customerUid: string): Promise<number> {
+  const row = await trx
+    .selectFrom('projects')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('customer_uid', '=', customerUid)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** Every project of a customer, by name (at most the partner's project limit). */
+export async function allProjects(db: Db, customerUid: string): Promise<ProjectRow[]> {
+  return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).orderBy('name').execute();
+}
+
+export async function listProjects(
+  db: Db,
+  cursors: CursorCodec,
+  customerUid: string,
+  query: { limit: number; cursor?: string | undefined },
+): Promise<Page<Project>> {
+  let select = db
+    .selectFrom('projects')
+    .selectAll()
+    .where('customer_uid', '=', customerUid)
+    .orderBy('name')
+    .limit(query.limit + 1);
+  if (query.cursor !== undefined) {
+    const [last] = cursors.decode(query.cursor, 'customer-projects', { customer: customerUid });
+    select = select.where('name', '>', String(last));
+  }
+  const rows = await select.execute();
+  return toPage(rows, query.limit, toProject, (last) => cursors.encode('customer-projects', { customer: customerUid }, [last.name]));
+}

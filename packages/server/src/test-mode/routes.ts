@@ -1,0 +1,90 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Services } from '../app/services.ts';
+import { notFound } from '../infra/errors/catalogue.ts';
+import { ok, success } from '../infra/http/envelope.ts';
+import { CustomerId, Username } from '../platform/names.ts';
+import { requestTenant } from '../platform/tenant.ts';
+import { User } from '../users/schemas.ts';
+import {
+  ClockAdvanceRequest,
+  ClockResult,
+  FailureRequest,
+  FailureResult,
+  RequiredActionsRequest,
+  WorkloadsRequest,
+  WorkloadsResult,
+} from './schemas.ts';
+
+const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
+const UserParams = Type.Object({ id: CustomerId, username: Username }, { additionalProperties: false });
+
+/** CONTRACT §5, `/test-helpers`: test-mode tokens only; a live token is answered 404 before anything else. */
+export const testHelperRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+  const { testHelpers, options } = services;
+  const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
+
+  // Before validation, so a live token learns nothing about these routes' bodies.
+  app.addHook('preValidation', async (request) => {
+    if (request.principal?.claims.mode !== 'test') throw notFound('The route');
+  });
+
+  app.post(
+    '/test-helpers/failures',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'testInjectFailure',
+        summary: 'Make the next matching provisioning fail (test mode)',
+        body: FailureRequest,
+        response: { 201: success(FailureResult) },
+      },
+    },
+    async (request, reply) => reply.code(201).send(ok(await testHelpers.injectFailure(tenant(request), request.body))),
+  );
+
+  app.put(
+    '/test-helpers/customers/:id/workloads',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'testSetWorkloads',
+        summary: "Set a customer's live VMs, databases and GPUs (test mode)",
+        params: CustomerParams,
+        body: WorkloadsRequest,
+        response: { 200: success(WorkloadsResult) },
+      },
+    },
+    async (request) => ok(await testHelpers.setWorkloads(tenant(request), request.params.id, request.body)),
+  );
+
+  app.put(
+    '/test-helpers/customers/:id/users/:username/required-actions',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'testSetRequiredActions',
+        summary: "Set a user's pending identity-provider actions (test mode)",
+        params: UserParams,
+        body: RequiredActionsRequest,
+        response: { 200: success(User) },
+      },
+    },
+    async (request) =>
+      ok(await testHelpers.setRequiredActions(tenant(request), request.params.id, request.params.username, request.body.actions)),
+  );
+
+  app.post(
+    '/test-helpers/clock/advance',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'testAdvanceClock',
+        summary: "Move the partner's test clock forward (test mode)",
+        body: ClockAdvanceRequest,
+        response: { 200: success(ClockResult) },
+      },
+    },
+    async (request) => ok(await testHelpers.advanceClock(tenant(request), request.body.seconds)),
+  );
+};

@@ -1,0 +1,66 @@
+import { type Static, Type } from 'typebox';
+import { CustomerId, ProjectName } from '../platform/names.ts';
+
+/** Failure codes a test can inject (partner-api.md, Operation failure codes; CUSTOMER_DELETING/DELETED come by themselves). */
+export const INJECTABLE_CODE = '^(PROVISIONING_FAILED|PROVISIONING_TIMEOUT|NO_ADDRESS_SPACE|UPSTREAM_[1-5][0-9]{2})$';
+
+export const FailureRequest = Type.Object(
+  {
+    type: Type.Union([Type.Literal('customer.create'), Type.Literal('project.create'), Type.Literal('gpu_usage')]),
+    code: Type.Optional(
+      Type.String({
+        pattern: INJECTABLE_CODE,
+        description: 'PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE or UPSTREAM_<status>.',
+      }),
+    ),
+    message: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+    customer_id: Type.Optional(CustomerId),
+    project: Type.Optional(ProjectName),
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'How many matching steps fail; default 1.' })),
+  },
+  { additionalProperties: false },
+);
+export type FailureRequest = Static<typeof FailureRequest>;
+
+export const FailureResult = Type.Object({
+  type: Type.String(),
+  code: Type.Union([Type.String(), Type.Null()]),
+  message: Type.Union([Type.String(), Type.Null()]),
+  customer_id: Type.Union([Type.String(), Type.Null()]),
+  project: Type.Union([Type.String(), Type.Null()]),
+  count: Type.Integer(),
+});
+
+const WorkloadName = Type.String({ pattern: '^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$' });
+
+export const WorkloadsRequest = Type.Object(
+  {
+    vms: Type.Optional(Type.Array(WorkloadName, { maxItems: 1000, uniqueItems: true })),
+    databases: Type.Optional(Type.Array(WorkloadName, { maxItems: 1000, uniqueItems: true })),
+    gpus: Type.Optional(Type.Record(Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{0,62}$' }), Type.Integer({ minimum: 0, maximum: 10_000 }))),
+  },
+  { additionalProperties: false },
+);
+export type WorkloadsRequest = Static<typeof WorkloadsRequest>;
+
+export const WorkloadsResult = Type.Object({
+  customer_id: Type.String(),
+  vms: Type.Array(Type.String()),
+  databases: Type.Array(Type.String()),
+  gpus: Type.Record(Type.String(), Type.Integer()),
+  running: Type.Boolean(),
+});
+
+export const RequiredActionsRequest = Type.Object(
+  { actions: Type.Array(Type.String({ pattern: '^[A-Za-z][A-Za-z0-9_]{0,63}$' }), { maxItems: 20, uniqueItems: true }) },
+  { additionalProperties: false },
+);
+
+export const ClockAdvanceRequest = Type.Object(
+  { seconds: Type.Integer({ minimum: 1, maximum: 10 * 366 * 24 * 3600 }) },
+  { additionalProperties: false },
+);
+export const ClockResult = Type.Object({
+  now: Type.String({ format: 'date-time', description: "The partner's test clock after the move." }),
+  offset_seconds: Type.Integer({ description: 'How far the test clock runs ahead of real time.' }),
+});

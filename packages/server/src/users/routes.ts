@@ -1,0 +1,90 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { Services } from '../app/services.ts';
+import { listOf, ok, success } from '../infra/http/envelope.ts';
+import { PageQuery } from '../infra/pagination/cursor.ts';
+import { CustomerId, Username } from '../platform/names.ts';
+import { requestTenant } from '../platform/tenant.ts';
+import { ConsoleLoginResult, CreateUserRequest, DeleteUserResult, User } from './schemas.ts';
+
+const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
+const UserParams = Type.Object({ id: CustomerId, username: Username }, { additionalProperties: false });
+
+/** CONTRACT §4, Users and Console login. */
+export const userRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+  const { users, console: consoleService, options } = services;
+  const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
+
+  app.post(
+    '/customers/:id/users',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'createUser',
+        summary: 'Create a user of a customer',
+        params: CustomerParams,
+        body: CreateUserRequest,
+        response: { 201: success(User) },
+      },
+    },
+    async (request, reply) => reply.code(201).send(ok(await users.create(tenant(request), request.params.id, request.body))),
+  );
+
+  app.get(
+    '/customers/:id/users',
+    {
+      config: { scope: 'customers:read' },
+      schema: {
+        operationId: 'listUsers',
+        summary: "List a customer's users by username, owner included (the first 1,000)",
+        params: CustomerParams,
+        querystring: Type.Object(PageQuery, { additionalProperties: false }),
+        response: { 200: listOf(User) },
+      },
+    },
+    async (request) => ({
+      status: 'success' as const,
+      ...(await users.list(tenant(request), request.params.id, { limit: request.query.limit ?? 50, cursor: request.query.cursor })),
+    }),
+  );
+
+  app.get(
+    '/customers/:id/users/:username',
+    {
+      config: { scope: 'customers:read' },
+      schema: { operationId: 'getUser', summary: 'Read a user', params: UserParams, response: { 200: success(User) } },
+    },
+    async (request) => ok(await users.get(tenant(request), request.params.id, request.params.username)),
+  );
+
+  app.delete(
+    '/customers/:id/users/:username',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'deleteUser',
+        summary: 'Delete a user (not the owner)',
+        params: UserParams,
+        response: { 200: success(DeleteUserResult) },
+      },
+    },
+    async (request) => ok(await users.delete(tenant(request), request.params.id, request.params.username)),
+  );
+
+  app.post(
+    '/customers/:id/users/:username/console-login',
+    {
+      config: { scope: 'customers:sso' },
+      schema: {
+        operationId: 'createConsoleLogin',
+        summary: 'Mint a one-time console login URL for a user (valid 5 minutes)',
+        params: UserParams,
+        response: { 201: success(ConsoleLoginResult) },
+      },
+    },
+    async (request, reply) => {
+      const login = await consoleService.mintLogin(tenant(request), request.params.id, request.params.username);
+      return reply.code(201).header('cache-control', 'no-store').send(ok(login));
+    },
+  );
+};
