@@ -68,7 +68,19 @@ export class OperationEngine {
   async advance(id: string): Promise<boolean> {
     const { db, clock, logger } = this.#deps;
     try {
+      const target = await db
+        .selectFrom('operations')
+        .select(['partner_id', 'customer_uid', 'type'])
+        .where('id', '=', id)
+        .executeTakeFirst();
+      if (!target) return false;
       return await db.transaction().execute(async (trx) => {
+        // One lock order everywhere (partner, customer, operation, project), so requests and
+        // engines never deadlock. The partner is locked only when its customer count changes.
+        if (target.type === 'customer.delete') {
+          await trx.selectFrom('partners').select('id').where('id', '=', target.partner_id).forUpdate().execute();
+        }
+        await lockCustomerByUid(trx, target.customer_uid);
         const op = await trx
           .selectFrom('operations')
           .selectAll()

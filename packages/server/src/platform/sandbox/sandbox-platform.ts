@@ -65,11 +65,10 @@ export class SandboxPlatform implements Platform {
   }
 
   async deleteOrganization(ctx: PlatformContext, customerId: string): Promise<Progress> {
-    const org = await this.#object(ctx, 'organization', customerId);
-    if (org) {
-      const goneAt = org.gone_at ?? (await this.#markGone(ctx, 'organization', customerId, this.#teardownMs));
-      if (goneAt > ctx.now) return { state: 'in_progress', until: goneAt };
-    }
+    // Teardown takes its time even for an organization whose creation had not started yet.
+    const org = (await this.#object(ctx, 'organization', customerId)) ?? (await this.#tombstone(ctx, customerId));
+    const goneAt = org.gone_at ?? (await this.#markGone(ctx, 'organization', customerId, this.#teardownMs));
+    if (goneAt > ctx.now) return { state: 'in_progress', until: goneAt };
     const { db, scope, partnerId, mode } = ctx;
     await db
       .deleteFrom('sandbox_address_ranges')
@@ -311,6 +310,15 @@ export class SandboxPlatform implements Platform {
         order by id limit 1 for update)
       returning code, message`.execute(ctx.db);
     return result.rows[0];
+  }
+
+  async #tombstone(ctx: PlatformContext, customerId: string): Promise<ObjectRow> {
+    const row: ObjectRow = { ready_at: ctx.now, failure_code: null, failure_message: null, gone_at: null, attrs: {} };
+    await ctx.db
+      .insertInto('sandbox_objects')
+      .values({ platform_scope: ctx.scope, kind: 'organization', name: customerId, customer_id: customerId, ...row, attrs: '{}' })
+      .execute();
+    return row;
   }
 
   async #markGone(ctx: PlatformContext, kind: SandboxObjectKind, name: string, takesMs: number): Promise<Date> {

@@ -1,0 +1,375 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { assertError, fieldErrors, partnerApi } from '../../test/client.ts';
+import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
+import {
+  activeCustomer,
+  createCustomer,
+  customerBody,
+  eventsOf,
+  eventually,
+  partnerWithModes,
+  refreshTokens,
+  type Tokens,
+  waitForOperation,
+  waitGone,
+} from '../../test/provisioning.ts';
+
+const DAY_S = 24 * 3600;
+
+for (const target of testDatabases()) {
+  describe(`customers [${target.name}]`, () => {
+    let server: TestServer;
+    let acme: Tokens;
+    before(async () => {
+      server = await startTestServer(target);
+      acme = await partnerWithModes(server, 'acme');
+    });
+    after(() => server.stop());
+
+    test('create answers 202 with the customer and its pending operation; the operation makes it active with its first project', async () => {
+      const created = await partnerApi<{ data: { customer: Record<string, unknown>; operation: Record<string, unknown> } }>(
+        server,
+        'POST',
+        '/customers',
+        {
+          token: acme.live,
+          body: customerBody('globex', { external_id: 'crm-42', display_name: 'Globex', project: 'web' }),
+        },
+      );
+      assert.equal(created.status, 202, created.text);
+      const { customer, operation } = created.body.data;
+      assert.equal(customer.id, 'globex');
+      assert.equal(customer.status, 'provisioning');
+      assert.equal(customer.plan_id, 'standard', "the partner's default plan");
+      assert.deepEqual(customer.owner, { username: 'owner', email: 'owner@globex.example' });
+      assert.equal(customer.projects, undefined);
+      assert.equal(operation.type, 'customer.create');
+      assert.equal(operation.status, 'pending');
+      assert.match(String(operation.id), /^op_[0-9a-z]{26}$/);
+
+      const done = await waitForOperation(server, acme.live, 'globex', String(operation.id));
+      assert.equal(done.status, 'succeeded');
+      assert.equal(done.error, null);
+      const read = await partnerApi<{ data: Record<string, unknown> & { projects: Record<string, unknown>[] } }>(
+        server,
+        'GET',
+        '/customers/globex',
+        { token: acme.live },
+      );
+      assert.equal(read.body.data.status, 'active');
+      assert.equal(read.body.data.external_id, 'crm-42');
+      assert.equal(read.body.data.projects.length, 1);
+      assert.equal(read.body.data.projects[0]?.name, 'web');
+      assert.equal(read.body.data.projects[0]?.state, 'ready');
+      assert.equal(read.body.data.projects[0]?.namespace, 'globex-web');
+      assert.match(String(read.body.data.projects[0]?.cidr), /^10\.\d+\.\d+\.0\/24$/);
+
+      const events = (await eventsOf(server, 'acme')).filter((e) => e.data.customer_id === 'globex');
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['customer.ready'],
+      );
+      const data = events[0]?.data ?? {};
+      assert.equal(data.operation_id, operation.id);
+      assert.equal(data.state, 'active');
+      assert.equal(data.error, null);
+      assert.equal((data.project as { name: string }).name, 'web');
+      assert.match(String(events[0]?.id), /^dlv_/);
+
+      const whoami = await partnerApi<{ data: { customer_count: number } }>(server, 'GET', '/auth/whoami', { token: acme.live });
+      assert.equal(whoami.body.data.customer_count, 1);
+    });
+
+    test('bad input answers 400 VALIDATION_ERROR naming each field, and writes nothing', async () => {
+      const cases: [unknown, string][] = [
+        [{ id: 'Bad_Id', owner: { username: 'a', email: 'a@b.example' } }, 'id'],
+        [{ id: 'ok-id' }, 'owner'],
+        [{ id: 'ok-id', owner: { username: 'a', email: 'not-an-email' } }, 'owner.email'],
+        [{ id: 'ok-id', owner: { username: 'a', email: 'a@b.example' }, colour: 'red' }, 'colour'],
+        [{ id: 'ok-id', owner: { username: 'a', email: 'a@b.example' }, project: 'x'.repeat(41) }, 'project'],
+      ];
+      for (const [body, field] of cases) {
+        const error = assertError(await partnerApi(server, 'POST', '/customers', { token: acme.live, body }), 400, 'VALIDATION_ERROR');
+        assert.ok(
+          fieldErrors(error).some((p) => p.field === field),
+          `${field} is named: ${JSON.stringify(error.details)}`,
+        );
+      }
+      const longNamespace = customerBody('a'.repeat(40), { project: 'b'.repeat(30) });
+      const error = assertError(
+        await partnerApi(server, 'POST', '/customers', { token: acme.live, body: longNamespace }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      assert.match(fieldErrors(error)[0]?.message ?? '', /namespace/);
+      assertError(await partnerApi(server, 'GET', '/customers/ok-id', { token: acme.live }), 404, 'NOT_FOUND');
+    });
+
+    test('ALREADY_EXISTS for a taken id (across partners on the live platform) or owner email; nothing half-written', async () => {
+      await activeCustomer(server, acme.live, 'initech');
+      const again = assertError(
+        await partnerApi(server, 'POST', '/customers', { token: acme.live, body: customerBody('initech') }),
+        409,
+        'ALREADY_EXISTS',
+      );
+      assert.equal(again.details?.field, 'id');
+      const other = await partnerWithModes(server, 'umbrella');
+      assertError(
+        await partnerApi(server, 'POST', '/customers', {
+          token: other.live,
+          body: customerBody('initech', { owner: { username: 'x', email: 'x@y.example' } }),
+        }),
+        409,
+        'ALREADY_EXISTS',
+      );
+      // Test mode is the partner's own sandbox: the same id is free there.
+      await createCustomer(server, other.test, 'initech');
+
+      const email = assertError(
+        await partnerApi(server, 'POST', '/customers', {
+          token: acme.live,
+          body: { id: 'hooli', owner: { username: 'gavin', email: 'OWNER@initech.example' } },
+        }),
+        409,
+        'ALREADY_EXISTS',
+      );
+      assert.equal(email.details?.field, 'owner.email', 'emails are unique regardless of case');
+      assertError(await partnerApi(server, 'GET', '/customers/hooli', { token: acme.live }), 404, 'NOT_FOUND');
+    });
+
+    test('another partner and the other mode see 404 NOT_FOUND; lists never mix them', async () => {
+      const stranger = await partnerWithModes(server, 'stranger');
+      assertError(await partnerApi(server, 'GET', '/customers/globex', { token: stranger.live }), 404, 'NOT_FOUND');
+      assertError(await partnerApi(server, 'GET', '/customers/globex', { token: acme.test }), 404, 'NOT_FOUND');
+      assertError(await partnerApi(server, 'POST', '/customers/globex/suspend', { token: stranger.live }), 404, 'NOT_FOUND');
+      const list = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers', { token: stranger.live });
+      assert.deepEqual(list.body.data, []);
+    });
+
+    test('list: by id, filters before paging, items without projects, cursors bound to their filters', async () => {
+      const p = await partnerWithModes(server, 'lister');
+      for (const id of ['l-c', 'l-a', 'l-b', 'l-d'])
+        await activeCustomer(server, p.live, id, { external_id: id === 'l-b' ? 'crm-b' : 'crm-x' });
+      await partnerApi(server, 'POST', '/customers/l-d/suspend', { token: p.live });
+      const page1 = await partnerApi<{ data: Record<string, unknown>[]; pagination: { next_cursor: string | null; limit: number } }>(
+        server,
+        'GET',
+        '/customers?limit=3',
+        { token: p.live },
+      );
+      assert.deepEqual(
+        page1.body.data.map((c) => c.id),
+        ['l-a', 'l-b', 'l-c'],
+      );
+      assert.ok(page1.body.data.every((c) => !('projects' in c)));
+      assert.equal(page1.body.pagination.limit, 3);
+      const cursor = page1.body.pagination.next_cursor;
+      assert.ok(cursor);
+      const page2 = await partnerApi<{ data: { id: string }[]; pagination: { next_cursor: null } }>(
+        server,
+        'GET',
+        `/customers?limit=3&cursor=${encodeURIComponent(cursor)}`,
+        { token: p.live },
+      );
+      assert.deepEqual(
+        page2.body.data.map((c) => c.id),
+        ['l-d'],
+      );
+      assert.equal(page2.body.pagination.next_cursor, null);
+      const filtered = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers?external_id=crm-b', { token: p.live });
+      assert.deepEqual(
+        filtered.body.data.map((c) => c.id),
+        ['l-b'],
+      );
+      const suspended = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers?status=suspended', { token: p.live });
+      assert.deepEqual(
+        suspended.body.data.map((c) => c.id),
+        ['l-d'],
+      );
+      assertError(
+        await partnerApi(server, 'GET', `/customers?limit=3&status=active&cursor=${encodeURIComponent(cursor)}`, { token: p.live }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      assertError(await partnerApi(server, 'GET', '/customers?status=sleeping', { token: p.live }), 400, 'VALIDATION_ERROR');
+    });
+
+    test('suspend and resume: state, workloads_running, one event per change, repeats are harmless', async () => {
+      await activeCustomer(server, acme.live, 'soylent');
+      const suspended = await partnerApi<{ data: Record<string, unknown> }>(server, 'POST', '/customers/soylent/suspend', {
+        token: acme.live,
+        body: { reason: 'unpaid invoice' },
+      });
+      assert.equal(suspended.status, 200, suspended.text);
+      assert.equal(suspended.body.data.status, 'suspended');
+      assert.equal(suspended.body.data.workloads_running, 0);
+      assert.equal(suspended.body.data.suspended_at, server.clock.now().toISOString());
+      const again = await partnerApi(server, 'POST', '/customers/soylent/suspend', { token: acme.live });
+      assert.equal(again.status, 200);
+      const read = await partnerApi<{ data: Record<string, unknown> }>(server, 'GET', '/customers/soylent', { token: acme.live });
+      assert.equal(read.body.data.suspension_reason, 'unpaid invoice');
+      const conflict = assertError(
+        await partnerApi(server, 'POST', '/customers/soylent/projects', { token: acme.live, body: { name: 'more' } }),
+        409,
+        'CONFLICT',
+      );
+      assert.equal(conflict.details?.status, 'suspended');
+      assertError(
+        await partnerApi(server, 'POST', '/customers/soylent/users', {
+          token: acme.live,
+          body: { username: 'bob', email: 'bob@soylent.example' },
+        }),
+        409,
+        'CONFLICT',
+      );
+      const resumed = await partnerApi<{ data: Record<string, unknown> }>(server, 'POST', '/customers/soylent/resume', {
+        token: acme.live,
+      });
+      assert.equal(resumed.status, 200, resumed.text);
+      assert.deepEqual(resumed.body.data, {
+        customer_id: 'soylent',
+        status: 'active',
+        workloads_running: 0,
+        cancelled_scheduled_deletion: false,
+      });
+      const types = (await eventsOf(server, 'acme')).filter((e) => e.data.customer_id === 'soylent').map((e) => e.type);
+      assert.deepEqual(types, ['customer.ready', 'customer.suspended', 'customer.resumed']);
+      const event = (await eventsOf(server, 'acme')).find((e) => e.type === 'customer.suspended');
+      assert.deepEqual(Object.keys(event?.data ?? {}).sort(), ['customer_id', 'state', 'suspended_at', 'workloads_running']);
+    });
+
+    test('scheduled deletion: grace days, resume cancels it, teardown at the end of the grace period, then 404', async () => {
+      await activeCustomer(server, acme.live, 'wonka');
+      const scheduled = await partnerApi<{ data: Record<string, unknown> }>(server, 'DELETE', '/customers/wonka', { token: acme.live });
+      assert.equal(scheduled.status, 202, scheduled.text);
+      assert.equal(scheduled.body.data.status, 'deletion_scheduled');
+      assert.equal(scheduled.body.data.grace_days, 14, "the partner's default grace days");
+      assert.equal(scheduled.body.data.recoverable, true);
+      assert.equal(scheduled.body.data.scheduled_deletion_at, new Date(server.clock.nowMs() + 14 * DAY_S * 1000).toISOString());
+      const resumed = await partnerApi<{ data: Record<string, unknown> }>(server, 'POST', '/customers/wonka/resume', { token: acme.live });
+      assert.equal(resumed.body.data.cancelled_scheduled_deletion, true);
+      assert.equal(resumed.body.data.status, 'active');
+
+      const again = await partnerApi<{ data: Record<string, unknown> }>(server, 'DELETE', '/customers/wonka?grace_days=1', {
+        token: acme.live,
+      });
+      assert.equal(again.body.data.grace_days, 1);
+      server.clock.advance(DAY_S * 1000 + 1000);
+      await refreshTokens(server, acme);
+      await waitGone(server, acme.live, '/customers/wonka');
+      const events = (await eventsOf(server, 'acme')).filter((e) => e.data.customer_id === 'wonka');
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['customer.ready', 'customer.deletion_scheduled', 'customer.resumed', 'customer.deletion_scheduled', 'customer.deleted'],
+      );
+      assert.deepEqual(events.at(-1)?.data, { customer_id: 'wonka', immediate: false });
+      assert.deepEqual(Object.keys(events[1]?.data ?? {}).sort(), [
+        'customer_id',
+        'grace_days',
+        'recoverable',
+        'scheduled_deletion_at',
+        'state',
+      ]);
+    });
+
+    test('immediate deletion: gone after teardown with its event and count; the id can be reused as a new customer', async () => {
+      await activeCustomer(server, acme.live, 'tyrell');
+      const before = (await partnerApi<{ data: { customer_count: number } }>(server, 'GET', '/auth/whoami', { token: acme.live })).body.data
+        .customer_count;
+      const deleted = await partnerApi<{ data: Record<string, unknown> }>(server, 'DELETE', '/customers/tyrell?mode=immediate', {
+        token: acme.live,
+      });
+      assert.equal(deleted.status, 202, deleted.text);
+      assert.equal(deleted.body.data.recoverable, false);
+      assert.match(String(deleted.body.data.operation_id), /^op_/);
+      await waitForOperation(server, acme.live, 'tyrell', String(deleted.body.data.operation_id)).catch(() => undefined);
+      await waitGone(server, acme.live, '/customers/tyrell');
+      const events = (await eventsOf(server, 'acme')).filter((e) => e.data.customer_id === 'tyrell');
+      assert.deepEqual(events.at(-1)?.data, { customer_id: 'tyrell', immediate: true });
+      await eventually(
+        () => partnerApi<{ data: { customer_count: number } }>(server, 'GET', '/auth/whoami', { token: acme.live }),
+        (r) => r.body.data.customer_count === before - 1,
+      );
+      assertError(
+        await partnerApi(server, 'DELETE', '/customers/tyrell?mode=immediate&grace_days=3', { token: acme.live }),
+        400,
+        'VALIDATION_ERROR',
+      );
+
+      const { operation } = await createCustomer(server, acme.live, 'tyrell');
+      const ops = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers/tyrell/operations', { token: acme.live });
+      assert.deepEqual(
+        ops.body.data.map((o) => o.id),
+        [operation.id],
+        'a replacement customer is a separate resource',
+      );
+    });
+
+    test('LIMIT_REACHED at the maximum customers, with max and current', async () => {
+      const small = await partnerWithModes(server, 'small', {
+        limits: { max_customers: 1, rate_limit_per_minute: 10_000, rate_limit_burst: 1000 },
+      });
+      await activeCustomer(server, small.live, 'only-one');
+      const error = assertError(
+        await partnerApi(server, 'POST', '/customers', { token: small.live, body: customerBody('one-more') }),
+        403,
+        'LIMIT_REACHED',
+      );
+      assert.equal(error.details?.max, 1);
+      assert.equal(error.details?.current, 1);
+      // Test mode counts its own customers.
+      await createCustomer(server, small.test, 'one-more');
+    });
+  });
+
+  describe(`customers while provisioning takes time [${target.name}]`, () => {
+    let server: TestServer;
+    let p: Tokens;
+    before(async () => {
+      server = await startTestServer(target, { env: { TENANTRY_SANDBOX_DELAY_MS: '3000' } });
+      p = await partnerWithModes(server, 'slowpoke', {
+        limits: { max_open_operations: 2, rate_limit_per_minute: 10_000, rate_limit_burst: 1000 },
+      });
+    });
+    after(() => server.stop());
+
+    test('NOT_READY while provisioning; TOO_MANY_OPERATIONS past the open-operation limit; done after the sandbox delay', async () => {
+      const first = await createCustomer(server, p.live, 'slow-a');
+      await createCustomer(server, p.live, 'slow-b');
+      const busy = await partnerApi(server, 'POST', '/customers', { token: p.live, body: customerBody('slow-c') });
+      const error = assertError(busy, 429, 'TOO_MANY_OPERATIONS');
+      assert.deepEqual(error.details, { open: 2, max: 2 });
+      assert.equal(busy.headers.get('retry-after'), '3');
+
+      const notReady = assertError(await partnerApi(server, 'POST', '/customers/slow-a/suspend', { token: p.live }), 409, 'NOT_READY');
+      assert.equal(notReady.details?.status, 'provisioning');
+      assertError(await partnerApi(server, 'POST', '/customers/slow-a/projects', { token: p.live, body: { name: 'x' } }), 409, 'NOT_READY');
+      assertError(await partnerApi(server, 'DELETE', '/customers/slow-a', { token: p.live }), 409, 'NOT_READY');
+
+      server.clock.advance(2_999);
+      const running = await partnerApi<{ data: { status: string }[] }>(server, 'GET', '/customers/slow-a/operations', { token: p.live });
+      assert.equal(running.body.data[0]?.status, 'running', 'still provisioning one millisecond before the delay ends');
+      server.clock.advance(1);
+      const ops = await partnerApi<{ data: { status: string }[] }>(server, 'GET', '/customers/slow-a/operations', { token: p.live });
+      assert.equal(ops.body.data[0]?.status, 'succeeded', 'reading the page advanced it');
+      const done = await waitForOperation(server, p.live, 'slow-a', first.operation.id);
+      assert.equal(done.finished_at, server.clock.now().toISOString());
+    });
+
+    test('an immediate delete during provisioning fails the creation with CUSTOMER_DELETING, then removes the customer', async () => {
+      const { operation } = await createCustomer(server, p.live, 'doomed');
+      const deleted = await partnerApi<{ data: { status: string } }>(server, 'DELETE', '/customers/doomed?mode=immediate', {
+        token: p.live,
+      });
+      assert.equal(deleted.status, 202, deleted.text);
+      const failed = await waitForOperation(server, p.live, 'doomed', operation.id);
+      assert.equal(failed.status, 'failed');
+      assert.equal(failed.error?.code, 'CUSTOMER_DELETING');
+      server.clock.advance(60_000);
+      await waitGone(server, p.live, '/customers/doomed');
+      const types = (await eventsOf(server, 'slowpoke')).filter((e) => e.data.customer_id === 'doomed').map((e) => e.type);
+      assert.deepEqual(types, ['customer.failed', 'customer.deleted']);
+    });
+  });
+}
