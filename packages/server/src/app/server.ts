@@ -52,6 +52,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     ));
   const ownsDatabase = options.database === undefined;
 
+  let publicUrl = config.publicUrl;
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
@@ -62,7 +63,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       partnerCacheMs: config.partnerCacheMs,
       sandboxDelayMs: config.sandboxDelayMs,
       trustProxy: config.trustProxy,
-      publicUrl: config.publicUrl,
+      publicUrl: () => publicUrl,
       sandboxAddressRanges: options.sandboxAddressRanges,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
@@ -70,6 +71,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
     const operatorApp = await buildOperatorApp(services, logger, operatorToken);
     const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port });
+    publicUrl = config.publicUrlConfigured ? config.publicUrl : partnerUrl;
     const operatorUrl = await operatorApp.listen({ host: config.operatorListen.host, port: config.operatorListen.port });
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.

@@ -28,8 +28,8 @@ export interface ServiceOptions {
   /** The sandbox platform's provisioning time; a new partner's credentials take a third of it. */
   sandboxDelayMs: number;
   trustProxy: false | number | string[];
-  /** `{base_url}`: console login URLs are built on it. */
-  publicUrl: string;
+  /** `{base_url}`: console login URLs are built on it (known once the partner API listens). */
+  publicUrl: () => string;
   /** Address ranges per partner and mode in the sandbox (tests shrink it to reach NO_ADDRESS_SPACE). */
   sandboxAddressRanges?: number | undefined;
 }

@@ -11,6 +11,8 @@ export interface Config {
   listen: HostPort;
   operatorListen: HostPort;
   publicUrl: string;
+  /** false when TENANTRY_PUBLIC_URL was not set: the server then uses the address it actually listens on. */
+  publicUrlConfigured: boolean;
   operatorToken: string | undefined;
   platform: 'sandbox' | 'kubernetes';
   sandboxDelayMs: number;
@@ -97,6 +99,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     listen,
     operatorListen,
     publicUrl,
+    publicUrlConfigured: get('TENANTRY_PUBLIC_URL') !== undefined,
     operatorToken,
     platform,
     sandboxDelayMs: parseInteger('TENANTRY_SANDBOX_DELAY_MS', get('TENANTRY_SANDBOX_DELAY_MS') ?? '3000', 0, 3_600_000),

@@ -11,7 +11,7 @@ import { CONSOLE_COOKIE } from './service.ts';
  */
 export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
   const { console: consoleService, options } = services;
-  const secure = options.publicUrl.startsWith('https://');
+  const secure = () => options.publicUrl().startsWith('https://');
   await app.register(cookie);
 
   app.get(
@@ -27,7 +27,13 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
           .send(consoleErrorPage('Login link not valid', 'This login link was already used or has expired. Ask for a new one.'));
       }
       return reply
-        .setCookie(CONSOLE_COOKIE, session.sessionId, { path: '/', httpOnly: true, sameSite: 'lax', secure, expires: session.expiresAt })
+        .setCookie(CONSOLE_COOKIE, session.sessionId, {
+          path: '/',
+          httpOnly: true,
+          sameSite: 'lax',
+          secure: secure(),
+          expires: session.expiresAt,
+        })
         .header('cache-control', 'no-store')
         .redirect('/console', 303);
     },

@@ -21,7 +21,7 @@ export interface ConsoleServiceDeps {
   clock: Clock;
   platform: Platform;
   customers: CustomerService;
-  publicUrl: string;
+  publicUrl: () => string;
 }
 
 export interface ConsoleSession {
@@ -72,7 +72,7 @@ export class ConsoleService {
         created_at: now,
       })
       .execute();
-    return { url: `${publicUrl}/console/login/${token}`, expires_at: expiresAt.toISOString() };
+    return { url: `${publicUrl()}/console/login/${token}`, expires_at: expiresAt.toISOString() };
   }
 
   /** Trades a login link for a session, once; undefined when the link is unknown, used or expired. */
