@@ -52,7 +52,7 @@ for (const target of testDatabases()) {
       );
       const event = (await eventsOf(server, 'proj')).find((e) => e.type === 'project.ready');
       assert.equal(event?.data.operation_id, created.body.data.operation.id);
-      assert.equal((event?.data.project as ProjectBody).name, 'web');
+      assert.equal((event?.data.project as ProjectBody | undefined)?.name, 'web');
       assert.equal(event?.data.state, 'ready');
       assert.equal(event?.data.error, null);
     });
