@@ -35,7 +35,10 @@ const targets: Target[] = [
 if (SERVER_DATABASE_URL) {
   targets.push({
     name: 'postgres',
-    env: async () => ({ TENANTRY_DATABASE_URL: await createServerDatabase(), TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-kill-')) }),
+    env: async () => ({
+      TENANTRY_DATABASE_URL: await createServerDatabase(),
+      TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-kill-')),
+    }),
     open: (env) => openDatabase({ kind: 'postgres', url: env.TENANTRY_DATABASE_URL ?? '' }),
     cleanup: (env) => dropServerDatabase(env.TENANTRY_DATABASE_URL ?? ''),
   });
@@ -53,7 +56,10 @@ for (const target of targets) {
     });
 
     const start = async () => {
-      serve = await spawnServe({ ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '600' }, { keepOutput: false });
+      serve = await spawnServe(
+        { ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '600' },
+        { keepOutput: false },
+      );
       return serve;
     };
 
@@ -62,19 +68,27 @@ for (const target of targets) {
       let server = await start();
       const operator = (method: string, path: string, body?: unknown) =>
         http<{ data: Record<string, string> }>(server.operatorUrl, method, `${OPERATOR_API}${path}`, { token: OPERATOR_TOKEN, body });
-      assert.equal((await operator('POST', '/partners', { id: 'survivor', display_name: 'Survivor', limits: { max_open_operations: 100 } })).status, 201);
+      assert.equal(
+        (await operator('POST', '/partners', { id: 'survivor', display_name: 'Survivor', limits: { max_open_operations: 100 } })).status,
+        201,
+      );
       const key = (await operator('POST', '/partners/survivor/keys', {})).body.data.key ?? '';
       let token = '';
       for (let i = 0; i < 50 && !token; i++) {
-        const exchanged = await http<{ access_token?: string }>(server.partnerUrl, 'POST', `${PARTNER_API}/auth/token`, { body: { api_key: key } });
+        const exchanged = await http<{ access_token?: string }>(server.partnerUrl, 'POST', `${PARTNER_API}/auth/token`, {
+          body: { api_key: key },
+        });
         token = exchanged.body.access_token ?? '';
         if (!token) await sleep(100);
       }
       assert.ok(token, 'the partner became ready');
-      const api = <T>(method: string, path: string, body?: unknown) => http<T>(server.partnerUrl, method, `${PARTNER_API}${path}`, { token, body });
+      const api = <T>(method: string, path: string, body?: unknown) =>
+        http<T>(server.partnerUrl, method, `${PARTNER_API}${path}`, { token, body });
 
       const created = await Promise.all(
-        Array.from({ length: CUSTOMERS }, (_, i) => api('POST', '/customers', { id: `c${i}`, owner: { username: 'o', email: `o@c${i}.example` } })),
+        Array.from({ length: CUSTOMERS }, (_, i) =>
+          api('POST', '/customers', { id: `c${i}`, owner: { username: 'o', email: `o@c${i}.example` } }),
+        ),
       );
       assert.deepEqual(new Set(created.map((r) => r.status)), new Set([202]));
       // Half-way through the sandbox's 600 ms, then again just after the restart picked the work up.

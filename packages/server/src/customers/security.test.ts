@@ -48,7 +48,12 @@ for (const target of testDatabases()) {
           body: { username: 'new', email: `new-${process.pid}@sec.example` },
           owned: owned('/users'),
         },
-        { method: 'POST', path: '/customers/{id}/users/owner/console-login', scope: 'customers:sso', owned: owned('/users/owner/console-login') },
+        {
+          method: 'POST',
+          path: '/customers/{id}/users/owner/console-login',
+          scope: 'customers:sso',
+          owned: owned('/users/owner/console-login'),
+        },
         { method: 'POST', path: '/test-helpers/clock/advance', scope: 'customers:write', body: { seconds: 1 } },
       ],
     );
