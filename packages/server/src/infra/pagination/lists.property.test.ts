@@ -68,7 +68,7 @@ async function walkUnderChanges(list: ListUnderTest, scenario: Scenario): Promis
   let cursor: string | null = null;
   let step = 0;
   for (;;) {
-    const [page]: [Page, void] = await Promise.all([list.page(cursor, scenario.limit), applyBatch(scenario.changes[step] ?? [])]);
+    const [page]: [Page, unknown] = await Promise.all([list.page(cursor, scenario.limit), applyBatch(scenario.changes[step] ?? [])]);
     step++;
     assert.equal(page.limit, scenario.limit);
     if (page.next !== null) assert.equal(page.keys.length, scenario.limit, 'every page but the last is full');
