@@ -135,7 +135,9 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     const started = performance.now();
     const answers = await Promise.all(
       Array.from({ length: creations }, (_, i) =>
-        api('POST', '/customers', { id: `burst-${i}`, owner: { username: 'owner', email: `owner@burst-${i}.example` } }).then((r) => r.status),
+        api('POST', '/customers', { id: `burst-${i}`, owner: { username: 'owner', email: `owner@burst-${i}.example` } }).then(
+          (r) => r.status,
+        ),
       ),
     );
     const acceptedMs = performance.now() - started;
@@ -292,7 +294,11 @@ const postgres = await postgresDatabase();
 if (postgres) {
   try {
     results.push(
-      ...(await benchDatabase('PostgreSQL', { TENANTRY_DATABASE_URL: postgres.url, TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) }, notes)),
+      ...(await benchDatabase(
+        'PostgreSQL',
+        { TENANTRY_DATABASE_URL: postgres.url, TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) },
+        notes,
+      )),
     );
   } finally {
     await postgres.drop();
@@ -304,7 +310,6 @@ print(results, baseline);
 const whoamiRatios = results
   .filter((r) => r.name.includes('whoami') || r.name.includes('/customers/{id}'))
   .map(
-    (r) =>
-      `${r.name}: vs (a) = ${(r.rps / baseline.rps).toFixed(2)} (by server CPU per request: ${(baseline.cpuUs / r.cpuUs).toFixed(2)})`,
+    (r) => `${r.name}: vs (a) = ${(r.rps / baseline.rps).toFixed(2)} (by server CPU per request: ${(baseline.cpuUs / r.cpuUs).toFixed(2)})`,
   );
 process.stdout.write(`\n${whoamiRatios.join('\n')}\n(goal: at least 0.5)\n\n${notes.lines.join('\n')}\n`);

@@ -64,8 +64,12 @@ export class OperationEngine {
     };
   }
 
-  /** Looks at one operation if it is open and due; true when it moved. */
-  async advance(id: string): Promise<boolean> {
+  /**
+   * Looks at one operation if it is open and due; true when it moved. The background loop skips an
+   * operation another process holds (`wait` false); a partner's read waits for it (`wait` true), so
+   * what it then reads is current.
+   */
+  async advance(id: string, wait = false): Promise<boolean> {
     const { db, clock, logger } = this.#deps;
     try {
       const target = await db
@@ -87,7 +91,7 @@ export class OperationEngine {
           .where('id', '=', id)
           .where('status', 'in', ['pending', 'running'])
           .forUpdate()
-          .skipLocked()
+          .$if(!wait, (q) => q.skipLocked())
           .executeTakeFirst();
         if (!op) return false;
         const partner = await trx.selectFrom('partners').select('test_clock_offset_ms').where('id', '=', op.partner_id).executeTakeFirst();
@@ -99,7 +103,7 @@ export class OperationEngine {
           mode: op.mode,
           scope: platformScope(op.partner_id, op.mode),
           now,
-          operation: { type: op.type, customerId: op.customer_id, project: op.project },
+          operation: { type: op.type, customerId: op.customer_id, project: op.project, createdAt: op.created_at },
         };
         const step = this.#steps[op.type];
         // Only provisioning (creation) times out; a teardown runs until it is done.
@@ -159,13 +163,16 @@ export class OperationEngine {
   async advanceOpen(ops: readonly Pick<OperationRow, 'id' | 'status'>[]): Promise<boolean> {
     let moved = false;
     for (const op of ops) {
-      if (op.status === 'pending' || op.status === 'running') moved = (await this.advance(op.id)) || moved;
+      if (op.status === 'pending' || op.status === 'running') moved = (await this.advance(op.id, true)) || moved;
     }
     return moved;
   }
 
-  /** One pass: starts the teardowns whose grace period ended, then advances due operations. Returns how much moved. */
-  async runDue(): Promise<number> {
+  /**
+   * One pass: starts the teardowns whose grace period ended, then advances due operations. Returns how
+   * much moved. `wait` makes it wait for rows other work holds instead of skipping them.
+   */
+  async runDue(wait = false): Promise<number> {
     const { db, clock } = this.#deps;
     const now = clock.now();
     const modeNow = (alias: string) =>
@@ -175,13 +182,18 @@ export class OperationEngine {
       where c.status = 'deletion_scheduled' and c.scheduled_deletion_at <= ${modeNow('c')}
       limit ${BATCH}`.execute(db);
     let moved = 0;
-    for (const { uid } of graceEnded.rows) if (await this.#startScheduledTeardown(uid)) moved++;
+    for (const { uid } of graceEnded.rows) if (await this.#startScheduledTeardown(uid, wait)) moved++;
     const due = await sql<{ id: string }>`
       select o.id from operations o join partners p on p.id = o.partner_id
       where o.status in ('pending', 'running') and o.due_at <= ${modeNow('o')}
       order by o.due_at limit ${BATCH}`.execute(db);
-    for (const { id } of due.rows) if (await this.advance(id)) moved++;
+    for (const { id } of due.rows) if (await this.advance(id, wait)) moved++;
     return moved;
+  }
+
+  /** Runs passes until nothing due is left (the test clock helper answers once everything due has happened). */
+  async catchUp(): Promise<void> {
+    for (let i = 0; i < 1000 && (await this.runDue(true)) > 0; i++) {}
   }
 
   /** Starts the background loop: a pass every `pollMs`, and at once after `kick()`. */
@@ -225,10 +237,16 @@ export class OperationEngine {
     } while (this.#again && !this.#stopped);
   }
 
-  async #startScheduledTeardown(uid: string): Promise<boolean> {
+  async #startScheduledTeardown(uid: string, wait: boolean): Promise<boolean> {
     const { db, clock, platform } = this.#deps;
     return db.transaction().execute(async (trx) => {
-      const row = await trx.selectFrom('customers').selectAll().where('uid', '=', uid).forUpdate().skipLocked().executeTakeFirst();
+      const row = await trx
+        .selectFrom('customers')
+        .selectAll()
+        .where('uid', '=', uid)
+        .forUpdate()
+        .$if(!wait, (q) => q.skipLocked())
+        .executeTakeFirst();
       if (row?.status !== 'deletion_scheduled' || !row.scheduled_deletion_at) return false;
       const partner = await trx.selectFrom('partners').select('test_clock_offset_ms').where('id', '=', row.partner_id).executeTakeFirst();
       const now = new Date(modeNowMs(clock, Number(partner?.test_clock_offset_ms ?? 0), row.mode));

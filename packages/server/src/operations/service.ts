@@ -32,8 +32,11 @@ export class OperationService {
     const customer = await customers.require(tenant, customerId);
     const since = new Date(tenant.now.getTime() - OPERATION_RETENTION_MS);
     const first = await listCustomerOperations(db, cursors, customer.uid, query, since);
-    const moved = await engine.advanceOpen(first.rows.filter((row) => row.due_at <= tenant.now));
-    return moved ? (await listCustomerOperations(db, cursors, customer.uid, query, since)).page : first.page;
+    const due = first.rows.filter((row) => isOpen(row) && row.due_at <= tenant.now);
+    if (due.length === 0) return first.page;
+    // Whether this read or the background engine moved them, the page shows where they are now.
+    await engine.advanceOpen(due);
+    return (await listCustomerOperations(db, cursors, customer.uid, query, since)).page;
   }
 
   async get(tenant: Tenant, customerId: string, id: string): Promise<Operation> {
@@ -42,9 +45,12 @@ export class OperationService {
     const since = new Date(tenant.now.getTime() - OPERATION_RETENTION_MS);
     let row = await findCustomerOperation(db, customer.uid, id, since);
     if (!row) throw notFound(`Operation ${id} of customer ${customerId}`);
-    if (row.due_at <= tenant.now && (await engine.advanceOpen([row]))) {
+    if (isOpen(row) && row.due_at <= tenant.now) {
+      await engine.advanceOpen([row]);
       row = (await findCustomerOperation(db, customer.uid, id, since)) ?? row;
     }
     return toOperation(row);
   }
 }
+
+const isOpen = (row: { status: string }) => row.status === 'pending' || row.status === 'running';

@@ -49,8 +49,11 @@ export interface PlatformContext {
   scope: PlatformScope;
   /** The partner's clock for this mode (test mode's clock can be advanced). */
   now: Date;
-  /** The operation this step belongs to, if any (the sandbox's failure injection matches on it). */
-  operation?: { type: OperationType; customerId: string; project: string | null };
+  /**
+   * The operation this step belongs to, if any: the sandbox's failure injection matches on it, and its
+   * simulated work is timed from the operation's creation, however late the engine first looks.
+   */
+  operation?: { type: OperationType; customerId: string; project: string | null; createdAt: Date };
 }
 
 export type Progress =

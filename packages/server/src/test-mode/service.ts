@@ -82,7 +82,7 @@ export class TestHelperService {
     });
   }
 
-  /** Moves the partner's test clock forward, then lets the engine catch up with whatever fell due. */
+  /** Moves the partner's test clock forward and answers once whatever fell due has happened. */
   async advanceClock(tenant: Tenant, seconds: number): Promise<{ now: string; offset_seconds: number }> {
     const { db, clock, engine, partnerCache } = this.#deps;
     const row = await db
@@ -92,7 +92,7 @@ export class TestHelperService {
       .returning('test_clock_offset_ms')
       .executeTakeFirstOrThrow();
     partnerCache.invalidate(tenant.partnerId);
-    engine.kick();
+    await engine.catchUp();
     const offset = Number(row.test_clock_offset_ms);
     return { now: new Date(modeNowMs(clock, offset, 'test')).toISOString(), offset_seconds: Math.floor(offset / 1000) };
   }

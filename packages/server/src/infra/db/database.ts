@@ -33,8 +33,11 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
     connectionTimeoutMillis: 2_000,
     idleTimeoutMillis: 30_000,
   });
-  // An idle client losing its connection must not crash the process; the pool replaces it.
+  // A client losing its connection must not crash the process: idle ones are replaced by the pool
+  // ('error' on the pool), and one checked out between two statements of a transaction (background
+  // work holds such clients) fails its next query instead ('error' on the client).
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return { db, embedded: false, close: () => db.destroy() };
 }

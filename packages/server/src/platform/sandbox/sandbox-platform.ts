@@ -285,7 +285,7 @@ export class SandboxPlatform implements Platform {
     const failure = ctx.operation?.type === failureType ? await this.#takeFailure(ctx, failureType) : undefined;
     const timesOut = failure?.code === 'PROVISIONING_TIMEOUT';
     const row: ObjectRow = {
-      ready_at: timesOut ? NEVER : new Date(ctx.now.getTime() + takesMs),
+      ready_at: timesOut ? NEVER : new Date(startOf(ctx) + takesMs),
       failure_code: timesOut ? null : (failure?.code ?? null),
       failure_message: timesOut ? null : (failure?.message ?? null),
       gone_at: null,
@@ -322,7 +322,7 @@ export class SandboxPlatform implements Platform {
   }
 
   async #markGone(ctx: PlatformContext, kind: SandboxObjectKind, name: string, takesMs: number): Promise<Date> {
-    const goneAt = new Date(ctx.now.getTime() + takesMs);
+    const goneAt = new Date(startOf(ctx) + takesMs);
     await ctx.db
       .updateTable('sandbox_objects')
       .set({ gone_at: goneAt })
@@ -332,6 +332,11 @@ export class SandboxPlatform implements Platform {
       .execute();
     return goneAt;
   }
+}
+
+/** Simulated work starts when its operation was opened (or now, outside an operation). */
+function startOf(ctx: PlatformContext): number {
+  return (ctx.operation?.createdAt ?? ctx.now).getTime();
 }
 
 function progressOf(row: ObjectRow, now: Date): Progress {
