@@ -306,6 +306,35 @@ for (const target of testDatabases()) {
       );
     });
 
+    test('an Idempotency-Key replays the 202 of a create: one customer, one operation', async () => {
+      const send = () =>
+        partnerApi<{ data: { operation: { id: string } } }>(server, 'POST', '/customers', {
+          token: acme.live,
+          body: customerBody('replayed'),
+          headers: { 'idempotency-key': 'create-replayed-1' },
+        });
+      const first = await send();
+      const second = await send();
+      assert.equal(first.status, 202);
+      assert.equal(second.status, 202);
+      assert.equal(second.headers.get('idempotent-replayed'), 'true');
+      assert.equal(second.body.data.operation.id, first.body.data.operation.id);
+      const ops = await partnerApi<{ data: unknown[] }>(server, 'GET', '/customers/replayed/operations', { token: acme.live });
+      assert.equal(ops.body.data.length, 1);
+    });
+
+    test('operation records are kept 7 days', async () => {
+      await activeCustomer(server, acme.live, 'ephemeral', { owner: { username: 'o', email: 'o@ephemeral.example' } });
+      const ops = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers/ephemeral/operations', { token: acme.live });
+      assert.equal(ops.body.data.length, 1);
+      const id = ops.body.data[0]?.id ?? '';
+      server.clock.advance(7 * DAY_S * 1000 + 1000);
+      await refreshTokens(server, acme);
+      const later = await partnerApi<{ data: unknown[] }>(server, 'GET', '/customers/ephemeral/operations', { token: acme.live });
+      assert.deepEqual(later.body.data, []);
+      assertError(await partnerApi(server, 'GET', `/customers/ephemeral/operations/${id}`, { token: acme.live }), 404, 'NOT_FOUND');
+    });
+
     test('LIMIT_REACHED at the maximum customers, with max and current', async () => {
       const small = await partnerWithModes(server, 'small', {
         limits: { max_customers: 1, rate_limit_per_minute: 10_000, rate_limit_burst: 1000 },
