@@ -64,7 +64,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   // The only platform driver so far; a kubernetes driver will serve live mode, the sandbox staying test mode's.
   const sandbox = new SandboxPlatform({ delayMs: options.sandboxDelayMs, addressRanges: options.sandboxAddressRanges });
   const platform: Platform = sandbox;
-  const engine = new OperationEngine({ db, clock, platform, logger: options.logger, partnerCache });
+  const engine = new OperationEngine({ db, clock, platform, logger: options.logger, partnerCache, concurrency: embedded ? 1 : 4 });
   const onOperationOpened = () => engine.kick();
   const provisioningMs = options.sandboxDelayMs;
   const customers = new CustomerService({ db, cursors, platform, partnerCache, onOperationOpened, provisioningMs });

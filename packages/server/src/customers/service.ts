@@ -13,7 +13,7 @@ import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
-import { allProjects, insertProject } from '../projects/store.ts';
+import { insertProject } from '../projects/store.ts';
 import { insertUser } from '../users/store.ts';
 import { describeStatus, requireActiveCustomer, startTeardown } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
@@ -22,6 +22,7 @@ import {
   type CustomerFilters,
   type CustomerRow,
   findCustomer,
+  findCustomerWithProjects,
   insertCustomer,
   listCustomers,
   lockCustomer,
@@ -147,9 +148,9 @@ export class CustomerService {
   }
 
   async get(tenant: Tenant, id: string): Promise<CustomerWithProjects> {
-    const row = await this.require(tenant, id);
-    const projects = await allProjects(this.#deps.db, row.uid);
-    return { ...toCustomer(row), projects: projects.map(toProject) };
+    const row = await findCustomerWithProjects(this.#deps.db, tenant, id);
+    if (!row) throw notFound(`Customer ${id}`);
+    return { ...toCustomer(row), projects: row.projects.map(toProject) };
   }
 
   async list(tenant: Tenant, filters: CustomerFilters, query: { limit: number; cursor?: string | undefined }): Promise<Page<Customer>> {

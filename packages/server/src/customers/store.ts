@@ -1,8 +1,10 @@
 import type { Selectable } from 'kysely';
+import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Db } from '../infra/db/database.ts';
 import type { CustomersTable, KeyMode } from '../infra/db/schema.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
+import type { ProjectRow } from '../projects/store.ts';
 import { type Customer, toCustomer } from './schemas.ts';
 
 export type CustomerRow = Selectable<CustomersTable>;
@@ -20,6 +22,30 @@ export async function findCustomer(db: Db, owner: Owner, id: string): Promise<Cu
     .where('mode', '=', owner.mode)
     .where('id', '=', id)
     .executeTakeFirst();
+}
+
+/** The customer with its projects (by name), in one read: the single-customer read is a hot path. */
+export async function findCustomerWithProjects(
+  db: Db,
+  owner: Owner,
+  id: string,
+): Promise<(CustomerRow & { projects: ProjectRow[] }) | undefined> {
+  const row = await db
+    .selectFrom('customers')
+    .selectAll('customers')
+    .select((eb) =>
+      jsonArrayFrom(
+        eb.selectFrom('projects').selectAll('projects').whereRef('projects.customer_uid', '=', 'customers.uid').orderBy('projects.name'),
+      ).as('projects'),
+    )
+    .where('partner_id', '=', owner.partnerId)
+    .where('mode', '=', owner.mode)
+    .where('id', '=', id)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  // JSON carries timestamps as strings.
+  const projects = row.projects.map((p) => ({ ...p, created_at: new Date(p.created_at), updated_at: new Date(p.updated_at) }));
+  return { ...row, projects };
 }
 
 /** Reads the customer under a row lock, for a change in the same transaction. */

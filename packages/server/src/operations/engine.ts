@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { startTeardown } from '../customers/lifecycle.ts';
-import { lockCustomerByUid, removeCustomer, updateCustomer } from '../customers/store.ts';
+import { type CustomerRow, lockCustomerByUid, removeCustomer, updateCustomer } from '../customers/store.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
@@ -21,11 +21,21 @@ const BATCH = 100;
 
 type Outcome = { state: 'done' } | { state: 'in_progress'; until: Date } | { state: 'failed'; code: string; message: string };
 
+/**
+ * One kind of operation. Both calls run in the look's transaction, with the operation's customer
+ * already locked (undefined once the customer is gone).
+ */
 interface Step {
   /** Moves the platform one step on; idempotent, so a repeat after a crash is harmless. */
-  step(trx: Db, op: OperationRow, ctx: PlatformContext): Promise<Outcome>;
-  /** Applies a finished outcome to the resources and records its event, in the same transaction. */
-  finish(trx: Db, op: OperationRow, ctx: PlatformContext, outcome: Exclude<Outcome, { state: 'in_progress' }>): Promise<void>;
+  step(trx: Db, op: OperationRow, ctx: PlatformContext, customer: CustomerRow | undefined): Promise<Outcome>;
+  /** Applies a finished outcome to the resources and records its event. */
+  finish(
+    trx: Db,
+    op: OperationRow,
+    ctx: PlatformContext,
+    outcome: Exclude<Outcome, { state: 'in_progress' }>,
+    customer: CustomerRow | undefined,
+  ): Promise<void>;
 }
 
 export interface OperationEngineDeps {
@@ -34,6 +44,8 @@ export interface OperationEngineDeps {
   platform: Platform;
   logger: Logger;
   partnerCache: PartnerCache;
+  /** Operations advanced at once per pass. */
+  concurrency: number;
 }
 
 /**
@@ -72,10 +84,12 @@ export class OperationEngine {
   async advance(id: string, wait = false): Promise<boolean> {
     const { db, clock, logger } = this.#deps;
     try {
+      // Outside the transaction: what to lock, and the partner's test clock (it only moves forward).
       const target = await db
         .selectFrom('operations')
-        .select(['partner_id', 'customer_uid', 'type'])
-        .where('id', '=', id)
+        .innerJoin('partners', 'partners.id', 'operations.partner_id')
+        .select(['operations.partner_id', 'operations.customer_uid', 'operations.type', 'partners.test_clock_offset_ms'])
+        .where('operations.id', '=', id)
         .executeTakeFirst();
       if (!target) return false;
       return await db.transaction().execute(async (trx) => {
@@ -84,7 +98,7 @@ export class OperationEngine {
         if (target.type === 'customer.delete') {
           await trx.selectFrom('partners').select('id').where('id', '=', target.partner_id).forUpdate().execute();
         }
-        await lockCustomerByUid(trx, target.customer_uid);
+        const customer = await lockCustomerByUid(trx, target.customer_uid);
         const op = await trx
           .selectFrom('operations')
           .selectAll()
@@ -94,8 +108,7 @@ export class OperationEngine {
           .$if(!wait, (q) => q.skipLocked())
           .executeTakeFirst();
         if (!op) return false;
-        const partner = await trx.selectFrom('partners').select('test_clock_offset_ms').where('id', '=', op.partner_id).executeTakeFirst();
-        const now = new Date(modeNowMs(clock, Number(partner?.test_clock_offset_ms ?? 0), op.mode));
+        const now = new Date(modeNowMs(clock, Number(target.test_clock_offset_ms), op.mode));
         if (op.due_at > now) return false;
         const ctx: PlatformContext = {
           db: trx,
@@ -111,7 +124,7 @@ export class OperationEngine {
         const outcome: Outcome =
           deadline && now >= deadline
             ? { state: 'failed', code: 'PROVISIONING_TIMEOUT', message: 'Provisioning did not finish within 15 minutes.' }
-            : await step.step(trx, op, ctx);
+            : await step.step(trx, op, ctx, customer);
         if (outcome.state === 'in_progress') {
           const until = deadline && outcome.until > deadline ? deadline : outcome.until;
           await trx
@@ -121,7 +134,7 @@ export class OperationEngine {
             .execute();
           return true;
         }
-        await step.finish(trx, op, ctx, outcome);
+        await step.finish(trx, op, ctx, outcome, customer);
         const failed = outcome.state === 'failed' ? outcome : undefined;
         await trx
           .updateTable('operations')
@@ -187,7 +200,13 @@ export class OperationEngine {
       select o.id from operations o join partners p on p.id = o.partner_id
       where o.status in ('pending', 'running') and o.due_at <= ${modeNow('o')}
       order by o.due_at limit ${BATCH}`.execute(db);
-    for (const { id } of due.rows) if (await this.advance(id, wait)) moved++;
+    // Operations of different customers proceed in parallel on a server database; the embedded
+    // database has one connection, so there one at a time is as fast as it gets.
+    const ids = due.rows.map((row) => row.id);
+    const worker = async () => {
+      for (let id = ids.shift(); id !== undefined; id = ids.shift()) if (await this.advance(id, wait)) moved++;
+    };
+    await Promise.all(Array.from({ length: this.#deps.concurrency }, worker));
     return moved;
   }
 
@@ -284,34 +303,24 @@ async function provisionProject(platform: Platform, trx: Db, ctx: PlatformContex
 
 function customerCreate({ platform, logger }: OperationEngineDeps): Step {
   return {
-    async step(trx, op, ctx) {
-      const customer = await lockCustomerByUid(trx, op.customer_uid);
+    async step(trx, op, ctx, customer) {
       if (!customer) return fail('CUSTOMER_DELETED', `Customer ${op.customer_id} no longer exists.`);
       if (customer.status !== 'provisioning')
         return fail('CUSTOMER_DELETING', `Customer ${op.customer_id} was deleted while provisioning.`);
       const org = await platform.createOrganization(ctx, { customerId: customer.id, displayName: customer.display_name });
       if (org.state === 'failed') return org;
-      const owner = await trx
-        .selectFrom('users')
-        .selectAll()
-        .where('customer_uid', '=', customer.uid)
-        .where('is_owner', '=', true)
-        .executeTakeFirst();
-      if (owner) {
-        await platform.createUser(ctx, {
-          customerId: customer.id,
-          username: owner.username,
-          email: owner.email,
-          role: owner.role,
-          firstName: owner.first_name,
-          lastName: owner.last_name,
-        });
-      }
+      await platform.createUser(ctx, {
+        customerId: customer.id,
+        username: customer.owner_username,
+        email: customer.owner_email,
+        role: 'admin',
+        firstName: null,
+        lastName: null,
+      });
       const project = await provisionProject(platform, trx, ctx, customer.uid, op.project ?? 'default');
       return combine(org, project);
     },
-    async finish(trx, op, ctx, outcome) {
-      const customer = await lockCustomerByUid(trx, op.customer_uid);
+    async finish(trx, op, ctx, outcome, customer) {
       const project = customer ? await lockProject(trx, customer.uid, op.project ?? 'default') : undefined;
       const ok = outcome.state === 'done';
       let state: string = customer?.status ?? 'deleted';
@@ -345,8 +354,7 @@ function customerCreate({ platform, logger }: OperationEngineDeps): Step {
 
 function projectCreate({ platform }: OperationEngineDeps): Step {
   return {
-    async step(trx, op, ctx) {
-      const customer = await lockCustomerByUid(trx, op.customer_uid);
+    async step(trx, op, ctx, customer) {
       if (!customer) return fail('CUSTOMER_DELETED', `Customer ${op.customer_id} no longer exists.`);
       if (customer.status === 'deleting') return fail('CUSTOMER_DELETING', `Customer ${op.customer_id} is being deleted.`);
       return provisionProject(platform, trx, ctx, customer.uid, op.project ?? '');
@@ -401,13 +409,11 @@ function projectDelete({ platform }: OperationEngineDeps): Step {
 
 function customerDelete({ platform, partnerCache }: OperationEngineDeps): Step {
   return {
-    async step(trx, op, ctx) {
-      const customer = await lockCustomerByUid(trx, op.customer_uid);
+    async step(_trx, _op, ctx, customer) {
       if (!customer) return { state: 'done' };
       return platform.deleteOrganization(ctx, customer.id);
     },
-    async finish(trx, op, ctx) {
-      const customer = await lockCustomerByUid(trx, op.customer_uid);
+    async finish(trx, op, ctx, _outcome, customer) {
       if (!customer) return;
       await removeCustomer(trx, customer);
       partnerCache.invalidate(customer.partner_id);

@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import type { Db } from '../infra/db/database.ts';
 import type { KeyMode, OperationsTable, OperationType } from '../infra/db/schema.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
@@ -43,14 +43,13 @@ export async function insertOperation(
  * partner row locked, so concurrent requests cannot both take the last slot.
  */
 export async function assertOperationSlot(trx: Db, partnerId: string, mode: KeyMode, max: number, retryAfterS: number): Promise<void> {
-  const row = await trx
-    .selectFrom('operations')
-    .select((eb) => eb.fn.countAll<number>().as('open'))
-    .where('partner_id', '=', partnerId)
-    .where('mode', '=', mode)
-    .where('status', 'in', OPEN)
-    .executeTakeFirstOrThrow();
-  const open = Number(row.open);
+  // Counting stops at `max`: the answer is the same, and a long queue costs no more to check.
+  const result = await sql<{ open: number }>`
+    select count(*)::int as open from (
+      select 1 from operations
+      where partner_id = ${partnerId} and mode = ${mode} and status in ('pending', 'running')
+      limit ${max}) as open_operations`.execute(trx);
+  const open = Number(result.rows[0]?.open ?? 0);
   if (open >= max) {
     throw new ApiError('TOO_MANY_OPERATIONS', `${open} provisioning operations are in flight; the limit is ${max}.`, {
       retryAfter: retryAfterS,

@@ -92,21 +92,13 @@ export class SandboxPlatform implements Platform {
     const { db, partnerId, mode } = ctx;
     // One allocator per partner and mode at a time (the lock ends with the caller's transaction).
     await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-ranges:${partnerId}:${mode}`}))`.execute(db);
-    const mine = await db
-      .selectFrom('sandbox_address_ranges')
-      .select('cidr')
-      .where('partner_id', '=', partnerId)
-      .where('mode', '=', mode)
-      .where('namespace', '=', namespace)
-      .executeTakeFirst();
-    if (mine) return mine.cidr;
-    const top = await db
-      .selectFrom('sandbox_address_ranges')
-      .select((eb) => eb.fn.max('idx').as('max'))
-      .where('partner_id', '=', partnerId)
-      .where('mode', '=', mode)
-      .executeTakeFirst();
-    let idx: number | undefined = top?.max == null ? 0 : Number(top.max) + 1;
+    // The namespace's range if it has one, and the highest range taken, in one read.
+    const top = await sql<{ mine: string | null; max: number | null }>`
+      select max(case when namespace = ${namespace} then cidr end) as mine, max(idx) as max
+      from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode}`.execute(db);
+    const found = top.rows[0];
+    if (found?.mine) return found.mine;
+    let idx: number | undefined = found?.max == null ? 0 : Number(found.max) + 1;
     if (idx >= this.#ranges) {
       // The top is taken: look for a range released below it.
       const gap = await sql<{ i: number }>`
@@ -282,7 +274,8 @@ export class SandboxPlatform implements Platform {
     failureType: 'customer.create' | 'project.create',
     attrs: Record<string, unknown>,
   ): Promise<ObjectRow> {
-    const failure = ctx.operation?.type === failureType ? await this.#takeFailure(ctx, failureType) : undefined;
+    // Failures are injected through test helpers, so only test mode looks for them.
+    const failure = ctx.mode === 'test' && ctx.operation?.type === failureType ? await this.#takeFailure(ctx, failureType) : undefined;
     const timesOut = failure?.code === 'PROVISIONING_TIMEOUT';
     const row: ObjectRow = {
       ready_at: timesOut ? NEVER : new Date(startOf(ctx) + takesMs),
