@@ -1,9 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { emptyBodyIsObject } from '../infra/http/validation.ts';
-import { CustomerId } from '../platform/names.ts';
+import { CustomerParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import {
   CreateCustomerRequest,
@@ -18,8 +17,6 @@ import {
   SuspendRequest,
   SuspendResult,
 } from './schemas.ts';
-
-export const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
 
 /** CONTRACT §4, Customers. Thin: validation by schema, the rules in CustomerService. */
 export const customerRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {

@@ -9,7 +9,7 @@ import type { OperationType } from '../infra/db/schema.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { type Platform, type PlatformContext, type Progress, platformScope } from '../platform/platform.ts';
 import { toProject } from '../projects/schemas.ts';
-import { lockProject, removeProject, updateProject } from '../projects/store.ts';
+import { lockProject, type ProjectRow, removeProject, updateProject } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { OperationRow } from './store.ts';
 
@@ -288,6 +288,13 @@ function combine(a: Progress, b: Progress): Outcome {
   return b;
 }
 
+/** A provisioning project turns ready or failed with its operation; its view for the event. */
+async function settleProject(trx: Db, project: ProjectRow | undefined, ok: boolean, now: Date) {
+  if (!project) return null;
+  if (project.state !== 'provisioning') return toProject(project);
+  return toProject(await updateProject(trx, project.uid, { state: ok ? 'ready' : 'failed', updated_at: now }));
+}
+
 /** Allocates the project's address range (once) and creates it on the platform. */
 async function provisionProject(platform: Platform, trx: Db, ctx: PlatformContext, customerUid: string, name: string): Promise<Outcome> {
   const project = await lockProject(trx, customerUid, name);
@@ -328,12 +335,7 @@ function customerCreate({ platform, logger }: OperationEngineDeps): Step {
         state = ok ? 'active' : 'failed';
         await updateCustomer(trx, customer.uid, { status: ok ? 'active' : 'failed', updated_at: ctx.now });
       }
-      const projectView =
-        project && project.state === 'provisioning'
-          ? toProject(await updateProject(trx, project.uid, { state: ok ? 'ready' : 'failed', updated_at: ctx.now }))
-          : project
-            ? toProject(project)
-            : null;
+      const projectView = await settleProject(trx, project, ok, ctx.now);
       await recordEvent(trx, {
         partnerId: op.partner_id,
         mode: op.mode,
@@ -362,12 +364,7 @@ function projectCreate({ platform }: OperationEngineDeps): Step {
     async finish(trx, op, ctx, outcome) {
       const ok = outcome.state === 'done';
       const project = await lockProject(trx, op.customer_uid, op.project ?? '');
-      const view =
-        project && project.state === 'provisioning'
-          ? toProject(await updateProject(trx, project.uid, { state: ok ? 'ready' : 'failed', updated_at: ctx.now }))
-          : project
-            ? toProject(project)
-            : null;
+      const view = await settleProject(trx, project, ok, ctx.now);
       await recordEvent(trx, {
         partnerId: op.partner_id,
         mode: op.mode,

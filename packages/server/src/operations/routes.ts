@@ -3,11 +3,10 @@ import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
-import { CustomerId } from '../platform/names.ts';
+import { CustomerId, CustomerParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { Operation } from './schemas.ts';
 
-const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
 const OperationParams = Type.Object(
   { id: CustomerId, operation_id: Type.String({ pattern: '^op_[0-9a-z]{26}$' }) },
   { additionalProperties: false },

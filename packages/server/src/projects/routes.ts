@@ -4,12 +4,10 @@ import type { Services } from '../app/services.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { Operation } from '../operations/schemas.ts';
-import { CustomerId, ProjectName } from '../platform/names.ts';
+import { CustomerParams, ProjectName, ProjectParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { Project } from './schemas.ts';
 
-const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
-const ProjectParams = Type.Object({ id: CustomerId, project: ProjectName }, { additionalProperties: false });
 const ProjectWithOperation = Type.Object({ project: Project, operation: Operation });
 
 /** CONTRACT §4, Projects. */

@@ -1,9 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
 import { notFound } from '../infra/errors/catalogue.ts';
 import { ok, success } from '../infra/http/envelope.ts';
-import { CustomerId, Username } from '../platform/names.ts';
+import { CustomerParams, UserParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { User } from '../users/schemas.ts';
 import {
@@ -15,9 +14,6 @@ import {
   WorkloadsRequest,
   WorkloadsResult,
 } from './schemas.ts';
-
-const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
-const UserParams = Type.Object({ id: CustomerId, username: Username }, { additionalProperties: false });
 
 /** CONTRACT §5, `/test-helpers`: test-mode tokens only; a live token is answered 404 before anything else. */
 export const testHelperRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {

@@ -3,12 +3,9 @@ import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
-import { CustomerId, Username } from '../platform/names.ts';
+import { CustomerParams, UserParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { ConsoleLoginResult, CreateUserRequest, DeleteUserResult, User } from './schemas.ts';
-
-const CustomerParams = Type.Object({ id: CustomerId }, { additionalProperties: false });
-const UserParams = Type.Object({ id: CustomerId, username: Username }, { additionalProperties: false });
 
 /** CONTRACT §4, Users and Console login. */
 export const userRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
