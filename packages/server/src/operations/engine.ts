@@ -164,7 +164,11 @@ export class OperationEngine {
       logger.error({ err, operation_id: id }, 'operation step failed; retrying later');
       await db
         .updateTable('operations')
-        .set({ due_at: new Date(clock.nowMs() + RETRY_AFTER_ERROR_MS) })
+        // Five seconds on the operation's own clock (a test clock may run ahead of the server's).
+        .set({
+          due_at: sql`${clock.now()}::timestamptz + (${RETRY_AFTER_ERROR_MS} + case when mode = 'test'
+            then (select test_clock_offset_ms from partners where partners.id = operations.partner_id) else 0 end) * interval '1 millisecond'`,
+        })
         .where('id', '=', id)
         .execute()
         .catch(() => {});
