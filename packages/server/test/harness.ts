@@ -8,6 +8,7 @@ import type { Services } from '../src/app/services.ts';
 import { loadConfig } from '../src/config/config.ts';
 import { ManualClock } from '../src/infra/clock.ts';
 import { type DatabaseHandle, openDatabase } from '../src/infra/db/database.ts';
+import type { Resolver } from '../src/webhooks/destination.ts';
 
 /**
  * The databases every integration suite runs on: PGlite always, and the
@@ -97,6 +98,8 @@ export interface TestServerOptions {
   partnerRoutes?: FastifyPluginAsync<{ services: Services }>[];
   clock?: ManualClock;
   sandboxAddressRanges?: number;
+  /** How webhook hosts resolve (default: the system resolver). */
+  webhookResolver?: Resolver;
 }
 
 /** A real server on ephemeral loopback ports, on a fresh database, with a manual clock and captured logs. */
@@ -129,6 +132,8 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     ...(options.sandboxAddressRanges !== undefined ? { sandboxAddressRanges: options.sandboxAddressRanges } : {}),
     // Tests move a manual clock and then read; a short poll keeps the background engine close behind.
     enginePollMs: 20,
+    webhookPollMs: 20,
+    ...(options.webhookResolver ? { webhookResolver: options.webhookResolver } : {}),
   });
   return {
     ...server,

@@ -4,12 +4,14 @@ import { authenticatePlugin } from '../auth/authenticate.ts';
 import { authRoutes } from '../auth/routes.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
+import { eventRoutes } from '../events/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
 import { operationRoutes } from '../operations/routes.ts';
 import { projectRoutes } from '../projects/routes.ts';
 import { testHelperRoutes } from '../test-mode/routes.ts';
 import { userRoutes } from '../users/routes.ts';
+import { webhookRoutes } from '../webhooks/routes.ts';
 import { healthRoutes } from './health.ts';
 import type { Services } from './services.ts';
 
@@ -36,6 +38,8 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
       await api.register(projectRoutes, { services });
       await api.register(userRoutes, { services });
       await api.register(operationRoutes, { services });
+      await api.register(webhookRoutes, { services });
+      await api.register(eventRoutes, { services });
       await api.register(testHelperRoutes, { services });
       for (const routes of extraRoutes) await api.register(routes, { services });
     },

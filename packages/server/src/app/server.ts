@@ -10,6 +10,7 @@ import { migrateToLatest } from '../infra/db/migrate.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
+import type { Resolver } from '../webhooks/destination.ts';
 import { buildPartnerApp } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
 
@@ -33,6 +34,10 @@ export interface StartOptions {
   sandboxAddressRanges?: number;
   /** How often the operation engine looks for due work (ms). */
   enginePollMs?: number;
+  /** How often the webhook dispatcher looks for due deliveries (ms). */
+  webhookPollMs?: number;
+  /** How webhook hosts are resolved (tests answer chosen addresses). */
+  webhookResolver?: Resolver;
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -65,6 +70,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       trustProxy: config.trustProxy,
       publicUrl: () => publicUrl,
       sandboxAddressRanges: options.sandboxAddressRanges,
+      webhookCa: config.webhookCa,
+      webhookResolver: options.webhookResolver,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
@@ -76,12 +83,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.
     services.engine.start(options.enginePollMs);
+    await services.dispatcher.start(options.webhookPollMs);
 
     const maintenance = setInterval(() => {
       const now = clock.now();
       deleteExpiredKeys(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
       deleteExpiredOperations(database.db, now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
+      services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));
     }, MAINTENANCE_INTERVAL_MS);
     maintenance.unref();
 
@@ -103,6 +112,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           clearInterval(logFlush);
           await Promise.all([partnerApp.close(), operatorApp.close()]);
           await services.engine.stop();
+          await services.dispatcher.stop();
+          services.webhookSender.close();
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');
           logger.flush();

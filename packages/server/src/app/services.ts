@@ -4,6 +4,7 @@ import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { CustomerService } from '../customers/service.ts';
+import { EventService } from '../events/service.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
@@ -18,6 +19,10 @@ import { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { ProjectService } from '../projects/service.ts';
 import { TestHelperService } from '../test-mode/service.ts';
 import { UserService } from '../users/service.ts';
+import { DestinationGuard, type Resolver } from '../webhooks/destination.ts';
+import { WebhookDispatcher } from '../webhooks/dispatcher.ts';
+import { WebhookSender } from '../webhooks/sender.ts';
+import { WebhookService } from '../webhooks/service.ts';
 
 /** What the composition root needs to know to wire the modules together. */
 export interface ServiceOptions {
@@ -32,6 +37,10 @@ export interface ServiceOptions {
   publicUrl: () => string;
   /** Address ranges per partner and mode in the sandbox (tests shrink it to reach NO_ADDRESS_SPACE). */
   sandboxAddressRanges?: number | undefined;
+  /** PEM certificates trusted for webhook HTTPS besides the system's (TENANTRY_WEBHOOK_CA_FILE). */
+  webhookCa?: string | undefined;
+  /** How webhook hosts are resolved (tests answer chosen addresses). */
+  webhookResolver?: Resolver | undefined;
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */
@@ -52,6 +61,10 @@ export interface Services {
   operations: OperationService;
   console: ConsoleService;
   testHelpers: TestHelperService;
+  events: EventService;
+  webhooks: WebhookService;
+  dispatcher: WebhookDispatcher;
+  webhookSender: WebhookSender;
 }
 
 export async function createServices(options: ServiceOptions): Promise<Services> {
@@ -67,6 +80,8 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const engine = new OperationEngine({ db, clock, platform, logger: options.logger, partnerCache, concurrency: embedded ? 1 : 4 });
   const onOperationOpened = () => engine.kick();
   const provisioningMs = options.sandboxDelayMs;
+  const guard = new DestinationGuard(options.webhookResolver);
+  const sender = new WebhookSender({ guard, extraCa: options.webhookCa });
   const customers = new CustomerService({ db, cursors, platform, partnerCache, onOperationOpened, provisioningMs });
   return {
     options,
@@ -84,5 +99,9 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     operations: new OperationService({ db, cursors, customers, engine }),
     console: new ConsoleService({ db, clock, platform, customers, publicUrl: options.publicUrl }),
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
+    events: new EventService({ db, cursors }),
+    webhooks: new WebhookService({ db, clock, cursors, guard, sender }),
+    dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, embedded }),
+    webhookSender: sender,
   };
 }

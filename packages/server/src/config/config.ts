@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 
 /**
@@ -18,6 +19,8 @@ export interface Config {
   sandboxDelayMs: number;
   osImagesFile: string | undefined;
   webhookCaFile: string | undefined;
+  /** The PEM certificates of TENANTRY_WEBHOOK_CA_FILE, trusted for webhook HTTPS besides the system's. */
+  webhookCa: string | undefined;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Proxies whose X-Forwarded-For is believed: false, a hop count, or addresses/CIDRs. */
   trustProxy: false | number | string[];
@@ -88,6 +91,22 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     throw new ConfigError('TENANTRY_PLATFORM', 'the kubernetes platform is not available in this build; use "sandbox"');
   }
 
+  const webhookCaFile = get('TENANTRY_WEBHOOK_CA_FILE');
+  let webhookCa: string | undefined;
+  if (webhookCaFile !== undefined) {
+    try {
+      webhookCa = readFileSync(webhookCaFile, 'utf8');
+    } catch (error) {
+      throw new ConfigError(
+        'TENANTRY_WEBHOOK_CA_FILE',
+        `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}): ${webhookCaFile}`,
+      );
+    }
+    if (!webhookCa.includes('-----BEGIN CERTIFICATE-----')) {
+      throw new ConfigError('TENANTRY_WEBHOOK_CA_FILE', `holds no PEM certificate: ${webhookCaFile}`);
+    }
+  }
+
   const logLevel = get('TENANTRY_LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
@@ -104,7 +123,8 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     platform,
     sandboxDelayMs: parseInteger('TENANTRY_SANDBOX_DELAY_MS', get('TENANTRY_SANDBOX_DELAY_MS') ?? '3000', 0, 3_600_000),
     osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
-    webhookCaFile: get('TENANTRY_WEBHOOK_CA_FILE'),
+    webhookCaFile,
+    webhookCa,
     logLevel: logLevel as Config['logLevel'],
     trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? 'false'),
     partnerCacheMs: parseInteger('TENANTRY_PARTNER_CACHE_MS', get('TENANTRY_PARTNER_CACHE_MS') ?? '2000', 0, 5000),

@@ -9,6 +9,7 @@ import { partnerMigrations } from '../../partners/migrations.ts';
 import { sandboxMigrations } from '../../platform/sandbox/migrations.ts';
 import { projectMigrations } from '../../projects/migrations.ts';
 import { userMigrations } from '../../users/migrations.ts';
+import { webhookMigrations } from '../../webhooks/migrations.ts';
 import { idempotencyMigrations } from '../idempotency/migrations.ts';
 import { rateLimitMigrations } from '../rate-limit/migrations.ts';
 import { secretMigrations } from '../secrets/migrations.ts';
@@ -33,6 +34,7 @@ const allMigrations: Record<string, Migration> = {
   ...eventMigrations,
   ...sandboxMigrations,
   ...consoleMigrations,
+  ...webhookMigrations,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => allMigrations };

@@ -17,6 +17,8 @@ export interface Database {
   users: UsersTable;
   operations: OperationsTable;
   events: EventsTable;
+  webhooks: WebhooksTable;
+  webhook_attempts: WebhookAttemptsTable;
   sandbox_objects: SandboxObjectsTable;
   sandbox_address_ranges: SandboxAddressRangesTable;
   sandbox_workloads: SandboxWorkloadsTable;
@@ -206,6 +208,44 @@ export interface EventsTable {
   type: string;
   data: unknown;
   created_at: Date;
+  /** Delivery to the partner's webhook (the webhooks module's columns). */
+  delivery_state: Generated<DeliveryState>;
+  delivery_attempts: Generated<number>;
+  /** When the next attempt is due; null: at once. */
+  delivery_due_at: Date | null;
+  /** A process is sending it until then (a killed process's lease runs out). */
+  delivery_lease_until: Date | null;
+  /** Unix seconds of the signature, fixed at the first attempt and kept by every retry. */
+  signed_at: string | number | null;
+  signature: string | null;
+}
+
+/** `pending` until an outcome: delivered, failed (retries exhausted or refused), or skipped (no receiver wanted it). */
+export type DeliveryState = 'pending' | 'delivered' | 'failed' | 'skipped';
+
+export interface WebhooksTable {
+  partner_id: string;
+  mode: KeyMode;
+  url: string;
+  events: string[];
+  enabled: boolean;
+  secret: string;
+  previous_secret_valid_until: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface WebhookAttemptsTable {
+  seq: Generated<string>;
+  partner_id: string;
+  mode: KeyMode;
+  delivery_id: string;
+  event: string;
+  delivered: boolean;
+  attempt: number;
+  status: number | null;
+  error: string | null;
+  at: Date;
 }
 
 export type SandboxObjectKind = 'organization' | 'project' | 'user';

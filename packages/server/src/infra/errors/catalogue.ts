@@ -70,14 +70,15 @@ export class ApiError extends Error {
   }
 }
 
-export function validationError(problems: FieldProblem[], message?: string): ApiError {
+/** 400 VALIDATION_ERROR listing each problem; `extra` adds details beside `errors` (such as `known_events`). */
+export function validationError(problems: FieldProblem[], message?: string, extra?: ErrorDetails): ApiError {
   const first = problems[0];
   const summary =
     message ??
     (first
       ? `${first.field ? `${first.in}.${first.field}` : first.in}: ${first.message}${problems.length > 1 ? ` (and ${problems.length - 1} more)` : ''}`
       : 'The request is invalid.');
-  return new ApiError('VALIDATION_ERROR', summary, { details: { errors: problems } });
+  return new ApiError('VALIDATION_ERROR', summary, { details: { errors: problems, ...extra } });
 }
 
 export const notFound = (what = 'The resource'): ApiError => new ApiError('NOT_FOUND', `${what} does not exist.`);

@@ -1,0 +1,42 @@
+import { type Static, Type } from 'typebox';
+import type { EventsTable } from '../infra/db/schema.ts';
+import { PageQuery } from '../infra/pagination/cursor.ts';
+
+/** partner-api.md, Event body: what a webhook delivery carries and `GET /events` lists. */
+export const EventBody = Type.Object({
+  id: Type.String({ description: 'The delivery id (`dlv_...`); deduplicate on it.' }),
+  event: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+  partner_id: Type.String(),
+  data: Type.Record(Type.String(), Type.Unknown()),
+});
+export type EventBody = Static<typeof EventBody>;
+
+export const ListEventsQuery = Type.Object(
+  {
+    ...PageQuery,
+    type: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only events of this name.' })),
+  },
+  { additionalProperties: false },
+);
+
+type EventRow = Pick<EventsTable, 'id' | 'type' | 'created_at' | 'partner_id' | 'data'>;
+
+/** The event body of a recorded event; keys in the order of the spec's table. */
+export function toEventBody(row: EventRow): EventBody {
+  return {
+    id: row.id,
+    event: row.type,
+    created_at: row.created_at.toISOString(),
+    partner_id: row.partner_id,
+    data: row.data as Record<string, unknown>,
+  };
+}
+
+/**
+ * The exact bytes a delivery sends and signs. Every attempt of a delivery rebuilds them from the
+ * same row, and `jsonb` returns its keys in one canonical order, so retries send identical bytes.
+ */
+export function serializeEventBody(row: EventRow): string {
+  return JSON.stringify(toEventBody(row));
+}

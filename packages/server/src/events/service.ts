@@ -1,0 +1,55 @@
+import type { Db } from '../infra/db/database.ts';
+import { validationError } from '../infra/errors/catalogue.ts';
+import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
+import type { Tenant } from '../platform/tenant.ts';
+import { type EventBody, toEventBody } from './schemas.ts';
+import { EVENT_TYPES } from './store.ts';
+
+/** CONTRACT §4, Events: event bodies are kept 30 days. */
+export const EVENT_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** `GET /events`: the polling twin of every webhook. */
+export class EventService {
+  readonly #db: Db;
+  readonly #cursors: CursorCodec;
+
+  constructor(deps: { db: Db; cursors: CursorCodec }) {
+    this.#db = deps.db;
+    this.#cursors = deps.cursors;
+  }
+
+  async list(tenant: Tenant, query: { limit: number; cursor?: string | undefined; type?: string | undefined }): Promise<Page<EventBody>> {
+    const { type } = query;
+    if (type !== undefined && !(EVENT_TYPES as readonly string[]).includes(type)) {
+      throw validationError([{ in: 'query', field: 'type', message: 'is not an event name; details.known_events lists them' }], undefined, {
+        known_events: [...EVENT_TYPES],
+      });
+    }
+    const filters = { partner: tenant.partnerId, mode: tenant.mode, type };
+    const since = new Date(tenant.now.getTime() - EVENT_RETENTION_MS);
+    let select = this.#db
+      .selectFrom('events')
+      .select(['id', 'type', 'created_at', 'partner_id', 'data'])
+      .where('partner_id', '=', tenant.partnerId)
+      .where('mode', '=', tenant.mode)
+      .where('created_at', '>=', since)
+      .$if(type !== undefined, (q) => q.where('type', '=', type ?? ''))
+      .orderBy('id', 'desc')
+      .limit(query.limit + 1);
+    if (query.cursor !== undefined) {
+      const [lastId] = this.#cursors.decode(query.cursor, 'events', filters);
+      select = select.where('id', '<', String(lastId));
+    }
+    const rows = await select.execute();
+    return toPage(rows, query.limit, toEventBody, (last) => this.#cursors.encode('events', filters, [last.id]));
+  }
+
+  /** Drops event bodies older than the retention (their deliveries ended long before). */
+  async deleteExpired(now: Date): Promise<void> {
+    await this.#db
+      .deleteFrom('events')
+      .where('created_at', '<', new Date(now.getTime() - EVENT_RETENTION_MS))
+      .where('delivery_state', '!=', 'pending')
+      .execute();
+  }
+}

@@ -1,0 +1,128 @@
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+/** Resolves a host name to every address it has (injectable: tests answer what they need). */
+export interface Resolver {
+  resolve(host: string): Promise<string[]>;
+}
+
+export const systemResolver: Resolver = {
+  async resolve(host) {
+    return (await lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
+  },
+};
+
+export const WEBHOOK_URL_MAX_LENGTH = 2048;
+
+/** Why a URL can never be a receiver (its shape alone), or undefined when its shape is fine. */
+export function urlShapeProblem(raw: string): string | undefined {
+  if (raw.length > WEBHOOK_URL_MAX_LENGTH) return `must be at most ${WEBHOOK_URL_MAX_LENGTH} characters`;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return 'is not an absolute URL';
+  }
+  if (url.protocol !== 'https:') return `must use https (got ${url.protocol.replace(':', '')})`;
+  if (url.username || url.password) return 'must not carry credentials (user:password@); authenticate deliveries by their signature';
+  if (url.hash) return 'must not have a fragment (#...): it is never sent';
+  if (!url.hostname) return 'must name a host';
+  return undefined;
+}
+
+/** The host as a resolver or an address parser wants it (no IPv6 brackets, no trailing dot). */
+export function bareHost(url: URL): string {
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return host.endsWith('.') ? host.slice(0, -1) : host;
+}
+
+const RANGE_NAMES: Record<string, string> = {
+  unspecified: 'an unspecified address',
+  broadcast: 'the broadcast address',
+  multicast: 'a multicast address',
+  linkLocal: 'a link-local address (the cloud metadata address 169.254.169.254 is one)',
+  loopback: 'a loopback address',
+  carrierGradeNat: 'a carrier-grade NAT (100.64.0.0/10) address',
+  private: 'a private (RFC 1918) address',
+  reserved: 'a reserved or documentation address',
+  uniqueLocal: 'a unique-local (fc00::/7) address',
+  ipv4Mapped: 'an IPv4-mapped IPv6 address',
+  rfc6145: 'an IPv4-translated IPv6 address',
+  rfc6052: 'a NAT64 (64:ff9b::/96) address',
+  '6to4': 'a 6to4 (2002::/16) address',
+  teredo: 'a Teredo (2001::/32) address',
+  deprecatedSiteLocal: 'a site-local (fec0::/10) address',
+};
+
+/**
+ * Why a receiver may not be at this address, or undefined for a public unicast address. Anything
+ * that is not plain public unicast is refused, including addresses that embed an IPv4 address
+ * (mapped, compatible, NAT64, 6to4, Teredo), since they can reach a private IPv4 host.
+ */
+export function refusedAddress(address: string): string | undefined {
+  if (!ipaddr.isValid(address)) return 'not an IP address';
+  const ip = ipaddr.parse(address);
+  const range = ip.range();
+  if (range !== 'unicast') return RANGE_NAMES[range] ?? `a special-purpose address (${range})`;
+  if (ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0)) {
+    return 'an IPv4-compatible IPv6 address';
+  }
+  return undefined;
+}
+
+/** Names that always mean this machine (RFC 6761). */
+const isLocalhostName = (host: string) => /^(.*\.)?localhost$/i.test(host);
+
+export type Destination =
+  | { ok: true; host: string; address: string; family: 4 | 6 }
+  /** `transient`: the name did not resolve now (a delivery retries); otherwise the destination is refused. */
+  | { ok: false; reason: string; transient: boolean };
+
+/**
+ * Where a delivery may connect: the URL's host resolved, every address checked, and the one
+ * address the connection must use (so a DNS answer cannot change between check and connect).
+ */
+export class DestinationGuard {
+  readonly #resolver: Resolver;
+
+  constructor(resolver: Resolver = systemResolver) {
+    this.#resolver = resolver;
+  }
+
+  async check(url: URL, allowPrivate: boolean, timeoutMs = 5_000): Promise<Destination> {
+    const host = bareHost(url);
+    let addresses: string[];
+    if (isIP(host)) {
+      addresses = [host];
+    } else {
+      if (!allowPrivate && isLocalhostName(host)) return { ok: false, reason: `host ${host} is this machine`, transient: false };
+      try {
+        addresses = await withTimeout(this.#resolver.resolve(host), timeoutMs);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+        return { ok: false, reason: `host ${host} does not resolve (${code})`, transient: true };
+      }
+      if (addresses.length === 0) return { ok: false, reason: `host ${host} has no address`, transient: true };
+    }
+    if (!allowPrivate) {
+      for (const address of addresses) {
+        const refused = refusedAddress(address);
+        if (refused) {
+          const via = address === host ? '' : ` (${host} resolves to ${address})`;
+          return { ok: false, reason: `the receiver must be on a public address; ${address} is ${refused}${via}`, transient: false };
+        }
+      }
+    }
+    const address = addresses[0] as string;
+    return { ok: true, host, address, family: isIP(address) === 6 ? 6 : 4 };
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'ETIMEOUT' })), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,274 @@
+import { sql } from 'kysely';
+import type { Logger } from 'pino';
+import { serializeEventBody } from '../events/schemas.ts';
+import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/database.ts';
+import type { DeliveryState, KeyMode } from '../infra/db/schema.ts';
+import { filterMatches } from './event-filter.ts';
+import type { AttemptResult, WebhookSender } from './sender.ts';
+import { deliveryHeaders } from './service.ts';
+import { signDelivery } from './signature.ts';
+import { appendAttempts, type DeliveryTarget, findDeliveryTargets, type NewAttempt, targetKey } from './store.ts';
+
+/** partner-api.md, Receiver response and retry rules: 5 attempts, retried after 1, 2, 8 and 60 seconds. */
+export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
+export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
+/** A process sends a claimed delivery within this (the 5 s timeout and then some); after a crash another takes it over. */
+const LEASE_MS = 15_000;
+
+export interface DispatcherDeps {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  sender: WebhookSender;
+  /** The embedded database has one process, so leases left by a killed one can be cleared at start. */
+  embedded: boolean;
+  /** Deliveries in flight in this process. */
+  maxInFlight?: number;
+  /** Deliveries in flight to one receiver across every process, so a slow receiver holds only these. */
+  perReceiver?: number;
+}
+
+interface ClaimedRow {
+  id: string;
+  partner_id: string;
+  mode: KeyMode;
+  type: string;
+  data: unknown;
+  created_at: Date;
+  delivery_attempts: number;
+  signed_at: string | number | null;
+  signature: string | null;
+}
+
+interface Outcome {
+  row: ClaimedRow;
+  state: DeliveryState;
+  dueAt: Date | null;
+  attempt: NewAttempt;
+}
+
+/**
+ * Delivers the outbox. Every recorded event is a pending delivery; a pass claims the due ones with
+ * a lease (a conditional update, so processes sharing a database never claim one twice), decides
+ * from the receiver's configuration whether it is wanted, signs it once (the first attempt fixes
+ * the timestamp and signature that every retry reuses) and sends it outside any transaction.
+ * Outcomes are written in batches: the delivery's next state and the attempt in the log.
+ */
+export class WebhookDispatcher {
+  readonly #deps: DispatcherDeps;
+  readonly #maxInFlight: number;
+  readonly #perReceiver: number;
+  readonly #sending = new Set<Promise<void>>();
+  #outcomes: Outcome[] = [];
+  #flushing: Promise<void> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #pass: Promise<void> | undefined;
+  #again = false;
+  #stopped = true;
+  #pollMs = 100;
+
+  constructor(deps: DispatcherDeps) {
+    this.#deps = deps;
+    this.#maxInFlight = deps.maxInFlight ?? 64;
+    this.#perReceiver = deps.perReceiver ?? 8;
+  }
+
+  async start(pollMs = 100): Promise<void> {
+    if (this.#deps.embedded) {
+      await this.#deps.db
+        .updateTable('events')
+        .set({ delivery_lease_until: null })
+        .where('delivery_state', '=', 'pending')
+        .where('delivery_lease_until', 'is not', null)
+        .execute();
+    }
+    this.#pollMs = pollMs;
+    this.#stopped = false;
+    this.kick();
+  }
+
+  /** Asks for a pass as soon as possible. */
+  kick(): void {
+    if (this.#stopped) return;
+    if (this.#pass) {
+      this.#again = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#pass = this.#loop().finally(() => {
+      this.#pass = undefined;
+      if (!this.#stopped) this.#timer = setTimeout(() => this.kick(), this.#pollMs);
+    });
+  }
+
+  /** Stops claiming, lets deliveries in flight finish (at most their timeout) and records them. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#pass;
+    await Promise.all(this.#sending);
+    await this.flush();
+  }
+
+  /** One pass: claims due deliveries for the free slots and starts sending them. How many it claimed. */
+  async runDue(): Promise<number> {
+    const { db, clock } = this.#deps;
+    const free = this.#maxInFlight - this.#sending.size;
+    if (free <= 0) return 0;
+    const now = clock.now();
+    const claimed = await claim(db, now, new Date(now.getTime() + LEASE_MS), free, this.#perReceiver);
+    if (claimed.length === 0) return 0;
+
+    const targets = await findDeliveryTargets(
+      db,
+      claimed.map((row) => row.partner_id),
+    );
+    const unwanted: string[] = [];
+    const signatures: { id: string; signedAt: number; signature: string }[] = [];
+    const sends: { row: ClaimedRow; target: DeliveryTarget; body: string }[] = [];
+    for (const row of claimed) {
+      const target = targets.get(targetKey(row.partner_id, row.mode));
+      if (!target?.enabled || !filterMatches(target.events, row.type)) {
+        unwanted.push(row.id);
+        continue;
+      }
+      const body = serializeEventBody(row);
+      if (row.signature === null) {
+        const signedAt = Math.floor(now.getTime() / 1000);
+        row.signed_at = signedAt;
+        row.signature = signDelivery(target.secret, signedAt, body);
+        signatures.push({ id: row.id, signedAt, signature: row.signature });
+      }
+      sends.push({ row, target, body });
+    }
+    if (unwanted.length > 0) {
+      await db.updateTable('events').set({ delivery_state: 'skipped', delivery_lease_until: null }).where('id', 'in', unwanted).execute();
+    }
+    // The signature is stored before the first send, so a retry after a crash sends the same one.
+    if (signatures.length > 0) {
+      await sql`
+        update events set signed_at = v.signed_at, signature = v.signature
+        from (values ${sql.join(signatures.map((s) => sql`(${s.id}, ${s.signedAt}::bigint, ${s.signature})`))})
+          as v (id, signed_at, signature)
+        where events.id = v.id and events.signature is null`.execute(db);
+    }
+    for (const send of sends) {
+      const sending = this.#send(send.row, send.target, send.body).finally(() => {
+        this.#sending.delete(sending);
+        this.kick(); // a slot is free
+      });
+      this.#sending.add(sending);
+    }
+    return claimed.length;
+  }
+
+  /** Writes the outcomes collected so far (one transaction for all of them). */
+  async flush(): Promise<void> {
+    while (this.#flushing) await this.#flushing;
+    const outcomes = this.#outcomes;
+    if (outcomes.length === 0) return;
+    this.#outcomes = [];
+    this.#flushing = this.#write(outcomes).finally(() => {
+      this.#flushing = undefined;
+    });
+    await this.#flushing;
+  }
+
+  async #send(row: ClaimedRow, target: DeliveryTarget, body: string): Promise<void> {
+    const { sender, clock, logger } = this.#deps;
+    let result: AttemptResult;
+    try {
+      result = await sender.send({
+        url: target.url,
+        allowPrivate: target.allow_private_webhooks,
+        body,
+        headers: deliveryHeaders(row.id, row.type, Number(row.signed_at), row.signature ?? ''),
+      });
+    } catch (err) {
+      logger.error({ err, delivery_id: row.id }, 'webhook delivery failed unexpectedly');
+      result = { delivered: false, status: null, error: 'delivery failed unexpectedly', retry: true };
+    }
+    const now = clock.now();
+    const attempt = row.delivery_attempts + 1;
+    const again = !result.delivered && result.retry && attempt < MAX_ATTEMPTS;
+    const state: DeliveryState = result.delivered ? 'delivered' : again ? 'pending' : 'failed';
+    const delay = RETRY_DELAYS_MS[attempt - 1] ?? 0;
+    this.#outcomes.push({
+      row,
+      state,
+      dueAt: again ? new Date(now.getTime() + delay) : null,
+      attempt: {
+        partner_id: row.partner_id,
+        mode: row.mode,
+        delivery_id: row.id,
+        event: row.type,
+        delivered: result.delivered,
+        attempt,
+        status: result.status,
+        error: result.error,
+        at: now,
+      },
+    });
+    if (state === 'failed') {
+      logger.info({ delivery_id: row.id, partner: row.partner_id, attempts: attempt, error: result.error }, 'webhook delivery dropped');
+    }
+    await this.flush().catch((err: unknown) => logger.warn({ err }, 'recording webhook outcomes failed; their leases will expire'));
+  }
+
+  async #write(outcomes: Outcome[]): Promise<void> {
+    await this.#deps.db.transaction().execute(async (trx) => {
+      await sql`
+        update events set delivery_state = v.state, delivery_attempts = v.attempts, delivery_due_at = v.due_at,
+          delivery_lease_until = null
+        from (values ${sql.join(
+          outcomes.map((o) => sql`(${o.row.id}, ${o.state}, ${o.attempt.attempt}::integer, ${o.dueAt}::timestamptz)`),
+        )}) as v (id, state, attempts, due_at)
+        where events.id = v.id`.execute(trx);
+      await appendAttempts(
+        trx,
+        outcomes.map((o) => o.attempt),
+      );
+    });
+  }
+
+  async #loop(): Promise<void> {
+    do {
+      this.#again = false;
+      try {
+        await this.runDue();
+      } catch (err) {
+        this.#deps.logger.warn({ err }, 'webhook dispatcher pass failed');
+        return;
+      }
+    } while (this.#again && !this.#stopped);
+  }
+}
+
+/**
+ * Claims due deliveries: at most `free` in all, and per receiver (partner and mode) no more than
+ * `perReceiver` in flight across every process, taken round-robin so one partner's backlog never
+ * starves another's. The update re-checks the lease, so of two processes only one claims a row.
+ */
+async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
+  const result = await sql<ClaimedRow>`
+    with busy as (
+      select partner_id, mode, count(*)::integer as n from events
+      where delivery_state = 'pending' and delivery_lease_until > ${now}
+      group by partner_id, mode),
+    due as (
+      select id, partner_id, mode, row_number() over (partition by partner_id, mode order by delivery_due_at nulls first, id) as rn
+      from (
+        select id, partner_id, mode, delivery_due_at from events
+        where delivery_state = 'pending' and (delivery_due_at is null or delivery_due_at <= ${now})
+          and (delivery_lease_until is null or delivery_lease_until <= ${now})
+        order by delivery_due_at nulls first limit 5000) as candidates)
+    update events set delivery_lease_until = ${leaseUntil}
+    where id in (
+        select due.id from due left join busy on busy.partner_id = due.partner_id and busy.mode = due.mode
+        where due.rn + coalesce(busy.n, 0) <= ${perReceiver}
+        order by due.rn, due.id limit ${free})
+      and delivery_state = 'pending' and (delivery_lease_until is null or delivery_lease_until <= ${now})
+    returning id, partner_id, mode, type, data, created_at, delivery_attempts, signed_at, signature`.execute(db);
+  return result.rows;
+}

@@ -1,0 +1,197 @@
+import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/database.ts';
+import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import { newId } from '../infra/ids.ts';
+import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
+import type { Tenant } from '../platform/tenant.ts';
+import type { DestinationGuard } from './destination.ts';
+import { urlShapeProblem } from './destination.ts';
+import { NAMEABLE_EVENTS, unknownFilterEntries } from './event-filter.ts';
+import {
+  type DeliveryRecord,
+  type PutWebhookRequest,
+  type SecretRotation,
+  type TestDeliveryResult,
+  toDeliveryRecord,
+  toWebhookConfig,
+  type WebhookConfig,
+} from './schemas.ts';
+import type { WebhookSender } from './sender.ts';
+import { newSigningSecret, signDelivery } from './signature.ts';
+import { appendAttempts, findWebhook } from './store.ts';
+
+/** How long `previous_secret_valid_until` says retries signed with the old secret may still arrive. */
+export const PREVIOUS_SECRET_GRACE_MS = 5 * 60 * 1000;
+
+const notConfigured = () => new ApiError('NOT_CONFIGURED', 'No webhook is configured: PUT /webhook first.');
+
+export interface WebhookServiceDeps {
+  db: Db;
+  clock: Clock;
+  cursors: CursorCodec;
+  guard: DestinationGuard;
+  sender: WebhookSender;
+}
+
+/** partner-api.md, Webhook configuration and the webhook endpoints. */
+export class WebhookService {
+  readonly #deps: WebhookServiceDeps;
+
+  constructor(deps: WebhookServiceDeps) {
+    this.#deps = deps;
+  }
+
+  async put(tenant: Tenant, request: PutWebhookRequest): Promise<WebhookConfig> {
+    const { db, guard } = this.#deps;
+    const events = [...new Set(request.events ?? ['*'])];
+    checkRequest(request.url, events);
+    // The URL is re-checked before every delivery too: DNS may change after this.
+    const destination = await guard.check(new URL(request.url), tenant.partner.allow_private_webhooks);
+    if (!destination.ok) throw validationError([{ in: 'body', field: 'url', message: destination.reason }]);
+
+    return db.transaction().execute(async (trx) => {
+      const existing = await trx
+        .selectFrom('webhooks')
+        .select('partner_id')
+        .where('partner_id', '=', tenant.partnerId)
+        .where('mode', '=', tenant.mode)
+        .forUpdate()
+        .executeTakeFirst();
+      const settings = { url: request.url, events, enabled: request.enabled ?? true, updated_at: tenant.now };
+      if (existing) {
+        const row = await trx
+          .updateTable('webhooks')
+          .set(settings)
+          .where('partner_id', '=', tenant.partnerId)
+          .where('mode', '=', tenant.mode)
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        return toWebhookConfig(row, tenant.now);
+      }
+      const secret = newSigningSecret();
+      const row = await trx
+        .insertInto('webhooks')
+        .values({
+          partner_id: tenant.partnerId,
+          mode: tenant.mode,
+          ...settings,
+          secret,
+          previous_secret_valid_until: null,
+          created_at: tenant.now,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      // Returned once; an idempotent replay of this PUT carries it again for 24 hours.
+      return { ...toWebhookConfig(row, tenant.now), signing_secret: secret };
+    });
+  }
+
+  async get(tenant: Tenant): Promise<WebhookConfig> {
+    const row = await findWebhook(this.#deps.db, tenant.partnerId, tenant.mode);
+    if (!row) throw notFound('A webhook configuration');
+    return toWebhookConfig(row, tenant.now);
+  }
+
+  /** Removes the configuration and its secret; deliveries still pending are dropped. */
+  async delete(tenant: Tenant): Promise<{ deleted: true }> {
+    const removed = await this.#deps.db
+      .deleteFrom('webhooks')
+      .where('partner_id', '=', tenant.partnerId)
+      .where('mode', '=', tenant.mode)
+      .executeTakeFirst();
+    if (removed.numDeletedRows === 0n) throw notFound('A webhook configuration');
+    return { deleted: true };
+  }
+
+  /** A new secret at once for new deliveries; retries of earlier ones keep their signature. */
+  async rotateSecret(tenant: Tenant): Promise<SecretRotation> {
+    const secret = newSigningSecret();
+    const validUntil = new Date(tenant.now.getTime() + PREVIOUS_SECRET_GRACE_MS);
+    const updated = await this.#deps.db
+      .updateTable('webhooks')
+      .set({ secret, previous_secret_valid_until: validUntil, updated_at: tenant.now })
+      .where('partner_id', '=', tenant.partnerId)
+      .where('mode', '=', tenant.mode)
+      .executeTakeFirst();
+    if (updated.numUpdatedRows === 0n) throw notConfigured();
+    return { signing_secret: secret, previous_secret_valid_until: validUntil.toISOString() };
+  }
+
+  /** One `ping`, now: a single attempt, whatever the filter and even while disabled. */
+  async test(tenant: Tenant): Promise<TestDeliveryResult> {
+    const { db, clock, sender } = this.#deps;
+    const webhook = await findWebhook(db, tenant.partnerId, tenant.mode);
+    if (!webhook) throw notConfigured();
+    const deliveryId = newId('delivery', clock.nowMs());
+    const body = JSON.stringify({
+      id: deliveryId,
+      event: 'ping',
+      created_at: tenant.now.toISOString(),
+      partner_id: tenant.partnerId,
+      data: { message: 'Test delivery from Tenantry: your receiver is reachable.' },
+    });
+    const timestamp = Math.floor(clock.nowMs() / 1000);
+    const result = await sender.send({
+      url: webhook.url,
+      allowPrivate: tenant.partner.allow_private_webhooks,
+      body,
+      headers: deliveryHeaders(deliveryId, 'ping', timestamp, signDelivery(webhook.secret, timestamp, body)),
+    });
+    await appendAttempts(db, [
+      {
+        partner_id: tenant.partnerId,
+        mode: tenant.mode,
+        delivery_id: deliveryId,
+        event: 'ping',
+        delivered: result.delivered,
+        attempt: 1,
+        status: result.status,
+        error: result.error,
+        at: clock.now(),
+      },
+    ]);
+    return { delivered: result.delivered, delivery_id: deliveryId, attempts: 1, status: result.status, error: result.error };
+  }
+
+  async listDeliveries(tenant: Tenant, query: { limit: number; cursor?: string | undefined }): Promise<Page<DeliveryRecord>> {
+    const filters = { partner: tenant.partnerId, mode: tenant.mode };
+    let select = this.#deps.db
+      .selectFrom('webhook_attempts')
+      .selectAll()
+      .where('partner_id', '=', tenant.partnerId)
+      .where('mode', '=', tenant.mode)
+      .orderBy('seq', 'desc')
+      .limit(query.limit + 1);
+    if (query.cursor !== undefined) {
+      const [lastSeq] = this.#deps.cursors.decode(query.cursor, 'webhook-deliveries', filters);
+      select = select.where('seq', '<', String(lastSeq));
+    }
+    const rows = await select.execute();
+    return toPage(rows, query.limit, toDeliveryRecord, (last) =>
+      this.#deps.cursors.encode('webhook-deliveries', filters, [String(last.seq)]),
+    );
+  }
+}
+
+/** The request's shape: the URL's form and every filter entry, all problems at once. */
+function checkRequest(url: string, events: string[]): void {
+  const urlProblem = urlShapeProblem(url);
+  const eventProblems = unknownFilterEntries(events);
+  const problems = [
+    ...(urlProblem ? [{ in: 'body' as const, field: 'url', message: urlProblem }] : []),
+    ...eventProblems.map(({ index, message }) => ({ in: 'body' as const, field: `events.${index}`, message })),
+  ];
+  if (problems.length > 0) {
+    throw validationError(problems, undefined, eventProblems.length > 0 ? { known_events: NAMEABLE_EVENTS } : undefined);
+  }
+}
+
+/** partner-api.md, Delivery: the four `X-Service-*` headers. */
+export function deliveryHeaders(deliveryId: string, event: string, timestamp: number, signature: string): Record<string, string> {
+  return {
+    'x-service-signature': signature,
+    'x-service-timestamp': String(timestamp),
+    'x-service-event': event,
+    'x-service-delivery': deliveryId,
+  };
+}

@@ -1,0 +1,49 @@
+import { sql } from 'kysely';
+import type { Db } from '../infra/db/database.ts';
+import type { KeyMode, WebhookAttemptsTable, WebhooksTable } from '../infra/db/schema.ts';
+
+/** partner-api.md, Limits: the delivery log keeps the 50 most recent attempts. */
+export const DELIVERY_LOG_SIZE = 50;
+
+export type WebhookRow = WebhooksTable;
+
+export function findWebhook(db: Db, partnerId: string, mode: KeyMode): Promise<WebhookRow | undefined> {
+  return db.selectFrom('webhooks').selectAll().where('partner_id', '=', partnerId).where('mode', '=', mode).executeTakeFirst();
+}
+
+/** A receiver with what delivering to it needs to know of its partner. */
+export type DeliveryTarget = WebhookRow & { allow_private_webhooks: boolean };
+
+export async function findDeliveryTargets(db: Db, partnerIds: readonly string[]): Promise<Map<string, DeliveryTarget>> {
+  if (partnerIds.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('webhooks')
+    .innerJoin('partners', 'partners.id', 'webhooks.partner_id')
+    .selectAll('webhooks')
+    .select('partners.allow_private_webhooks')
+    .where('webhooks.partner_id', 'in', [...new Set(partnerIds)])
+    .execute();
+  return new Map(rows.map((row) => [targetKey(row.partner_id, row.mode), row]));
+}
+
+export const targetKey = (partnerId: string, mode: KeyMode) => `${partnerId}/${mode}`;
+
+export type NewAttempt = Omit<WebhookAttemptsTable, 'seq'>;
+
+/** Appends attempts to the delivery log and trims each touched log to its 50 most recent. */
+export async function appendAttempts(trx: Db, attempts: readonly NewAttempt[]): Promise<void> {
+  if (attempts.length === 0) return;
+  await trx
+    .insertInto('webhook_attempts')
+    .values([...attempts])
+    .execute();
+  const logs = new Map(attempts.map((a) => [targetKey(a.partner_id, a.mode), a]));
+  for (const { partner_id, mode } of logs.values()) {
+    await sql`
+      delete from webhook_attempts
+      where partner_id = ${partner_id} and mode = ${mode} and seq < (
+        select min(seq) from (
+          select seq from webhook_attempts where partner_id = ${partner_id} and mode = ${mode}
+          order by seq desc limit ${DELIVERY_LOG_SIZE}) as recent)`.execute(trx);
+  }
+}
