@@ -10,7 +10,10 @@
  *       accepted per second, and operations completed per second
  *   (f) GET /customers?limit=200 with 100,000 customers: the first page and a
  *       page 90% deep (goal: within 1.5x of the first)
+ *   (g) webhooks (bench/webhooks.ts): deliveries per second to an HTTPS receiver,
+ *       and delivery lag p50/p99 at 200 events per second (goal: p99 under 1 s)
  *
+ * BENCH_ONLY=api or BENCH_ONLY=webhooks runs one part.
  * The server runs in its own process (as `tenantry serve`); the load comes
  * from this one, over loopback. Set TENANTRY_BENCH_DATABASE_URL to choose the
  * PostgreSQL server (default: the local test database, skipped if unreachable).
@@ -23,13 +26,13 @@ import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { openDatabase } from '../src/infra/db/database.ts';
-import { type ServeProcess, spawnServe } from '../test/serve-process.ts';
+import { spawnServe } from '../test/serve-process.ts';
+import { OPERATOR_TOKEN, openServerDatabase, operator, partnerToken } from './common.ts';
+import { benchWebhooks } from './webhooks.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POSTGRES_URL = process.env.TENANTRY_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-const OPERATOR_TOKEN = 'bench-operator-token-0123456789';
 
 interface Result {
   name: string;
@@ -82,28 +85,8 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
   };
 }
 
-async function operator(server: ServeProcess, method: string, path: string, body: unknown): Promise<Record<string, unknown>> {
-  const response = await fetch(`${server.operatorUrl}/api/operator/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  const parsed = (await response.json()) as { data: Record<string, unknown> };
-  if (!response.ok) throw new Error(`${method} ${path}: ${JSON.stringify(parsed)}`);
-  return parsed.data;
-}
-
 interface Notes {
   lines: string[];
-}
-
-async function partnerToken(server: ServeProcess, key: string): Promise<string> {
-  const response = await fetch(`${server.partnerUrl}/api/public/v1/auth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ api_key: key }),
-  });
-  return ((await response.json()) as { access_token: string }).access_token;
 }
 
 async function benchDatabase(label: string, env: Record<string, string>, notes: Notes): Promise<Result[]> {
@@ -215,9 +198,7 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
 
 /** Writes `count` active customers of partner `bench`, each with an owner and a project, as the API would. */
 async function seedCustomers(env: Record<string, string>, count: number): Promise<void> {
-  const handle = env.TENANTRY_DATABASE_URL
-    ? await openDatabase({ kind: 'postgres', url: env.TENANTRY_DATABASE_URL })
-    : await openDatabase({ kind: 'embedded', dataDir: join(env.TENANTRY_DATA_DIR ?? '', 'db') });
+  const handle = await openServerDatabase(env);
   try {
     await sql`
       insert into customers (uid, platform_scope, partner_id, mode, id, external_id, display_name, status, plan_id,
@@ -286,25 +267,32 @@ function print(results: Result[], baseline: Result): void {
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
+// BENCH_ONLY=api or BENCH_ONLY=webhooks runs one part; both by default.
+const only = process.env.BENCH_ONLY;
 const baseline = await bare();
 const results: Result[] = [baseline];
 const notes: Notes = { lines: [] };
-results.push(...(await benchDatabase('PGlite', { TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) }, notes)));
-const postgres = await postgresDatabase();
-if (postgres) {
+const embedded = () => ({ TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) });
+/** Runs `part` on a fresh PostgreSQL database, if one is reachable. */
+async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>): Promise<T | undefined> {
+  const postgres = await postgresDatabase();
+  if (!postgres) {
+    process.stdout.write(`PostgreSQL at ${POSTGRES_URL} is unreachable: its runs are skipped.\n`);
+    return undefined;
+  }
   try {
-    results.push(
-      ...(await benchDatabase(
-        'PostgreSQL',
-        { TENANTRY_DATABASE_URL: postgres.url, TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) },
-        notes,
-      )),
-    );
+    return await part({ ...embedded(), TENANTRY_DATABASE_URL: postgres.url });
   } finally {
     await postgres.drop();
   }
-} else {
-  process.stdout.write(`PostgreSQL at ${POSTGRES_URL} is unreachable: its runs are skipped.\n`);
+}
+if (only !== 'webhooks') {
+  results.push(...(await benchDatabase('PGlite', embedded(), notes)));
+  results.push(...((await onPostgres((env) => benchDatabase('PostgreSQL', env, notes))) ?? []));
+}
+if (only !== 'api') {
+  notes.lines.push(...(await benchWebhooks('PGlite', embedded())));
+  notes.lines.push(...((await onPostgres((env) => benchWebhooks('PostgreSQL', env))) ?? []));
 }
 print(results, baseline);
 const whoamiRatios = results

@@ -1,6 +1,7 @@
 import type { Db } from '../infra/db/database.ts';
 import type { KeyMode } from '../infra/db/schema.ts';
 import { newId } from '../infra/ids.ts';
+import { initialDeliveryState } from '../webhooks/store.ts';
 
 /** partner-api.md, Event kinds (`ping` is sent by `POST /webhook/test`, not recorded here). */
 export const EVENT_TYPES = [
@@ -31,13 +32,22 @@ export interface NewEvent {
 /**
  * Records an event in the caller's transaction, the one that made the change
  * it reports (the outbox): the change and its event commit together or not at
- * all, so no event is lost or recorded twice. Delivery reads them later.
+ * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
+ * partner's receiver wants it.
  */
 export async function recordEvent(trx: Db, event: NewEvent): Promise<string> {
   const id = newId('delivery');
   await trx
     .insertInto('events')
-    .values({ id, partner_id: event.partnerId, mode: event.mode, type: event.type, data: JSON.stringify(event.data), created_at: event.at })
+    .values({
+      id,
+      partner_id: event.partnerId,
+      mode: event.mode,
+      type: event.type,
+      data: JSON.stringify(event.data),
+      created_at: event.at,
+      delivery_state: initialDeliveryState(event.partnerId, event.mode, event.type),
+    })
     .execute();
   return id;
 }

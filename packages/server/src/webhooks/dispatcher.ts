@@ -15,6 +15,8 @@ export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 /** A process sends a claimed delivery within this (the 5 s timeout and then some); after a crash another takes it over. */
 const LEASE_MS = 15_000;
+/** Outcomes are written together once this long has passed since the first unwritten one. */
+const FLUSH_DELAY_MS = 10;
 
 export interface DispatcherDeps {
   db: Db;
@@ -62,6 +64,7 @@ export class WebhookDispatcher {
   readonly #sending = new Set<Promise<void>>();
   #outcomes: Outcome[] = [];
   #flushing: Promise<void> | undefined;
+  #flushTimer: NodeJS.Timeout | undefined;
   #timer: NodeJS.Timeout | undefined;
   #pass: Promise<void> | undefined;
   #again = false;
@@ -71,7 +74,7 @@ export class WebhookDispatcher {
   constructor(deps: DispatcherDeps) {
     this.#deps = deps;
     this.#maxInFlight = deps.maxInFlight ?? 64;
-    this.#perReceiver = deps.perReceiver ?? 8;
+    this.#perReceiver = deps.perReceiver ?? 16;
   }
 
   async start(pollMs = 100): Promise<void> {
@@ -156,7 +159,6 @@ export class WebhookDispatcher {
     for (const send of sends) {
       const sending = this.#send(send.row, send.target, send.body).finally(() => {
         this.#sending.delete(sending);
-        this.kick(); // a slot is free
       });
       this.#sending.add(sending);
     }
@@ -165,6 +167,8 @@ export class WebhookDispatcher {
 
   /** Writes the outcomes collected so far (one transaction for all of them). */
   async flush(): Promise<void> {
+    clearTimeout(this.#flushTimer);
+    this.#flushTimer = undefined;
     while (this.#flushing) await this.#flushing;
     const outcomes = this.#outcomes;
     if (outcomes.length === 0) return;
@@ -173,6 +177,8 @@ export class WebhookDispatcher {
       this.#flushing = undefined;
     });
     await this.#flushing;
+    // Their leases are released: the receivers have room for what waits.
+    this.kick();
   }
 
   async #send(row: ClaimedRow, target: DeliveryTarget, body: string): Promise<void> {
@@ -213,7 +219,10 @@ export class WebhookDispatcher {
     if (state === 'failed') {
       logger.info({ delivery_id: row.id, partner: row.partner_id, attempts: attempt, error: result.error }, 'webhook delivery dropped');
     }
-    await this.flush().catch((err: unknown) => logger.warn({ err }, 'recording webhook outcomes failed; their leases will expire'));
+    // Outcomes finishing close together are written together.
+    this.#flushTimer ??= setTimeout(() => {
+      this.flush().catch((err: unknown) => logger.warn({ err }, 'recording webhook outcomes failed; their leases will expire'));
+    }, FLUSH_DELAY_MS);
   }
 
   async #write(outcomes: Outcome[]): Promise<void> {
@@ -247,27 +256,28 @@ export class WebhookDispatcher {
 
 /**
  * Claims due deliveries: at most `free` in all, and per receiver (partner and mode) no more than
- * `perReceiver` in flight across every process, taken round-robin so one partner's backlog never
- * starves another's. The update re-checks the lease, so of two processes only one claims a row.
+ * `perReceiver` in flight across every process, so one partner's backlog or dead receiver never
+ * takes another's turn. Only configured receivers can have pending deliveries (`initialDeliveryState`),
+ * so the walk is one index probe per receiver. The update re-checks the lease: of two processes only
+ * one claims a row.
  */
 async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
   const result = await sql<ClaimedRow>`
-    with busy as (
-      select partner_id, mode, count(*)::integer as n from events
-      where delivery_state = 'pending' and delivery_lease_until > ${now}
-      group by partner_id, mode),
-    due as (
-      select id, partner_id, mode, row_number() over (partition by partner_id, mode order by delivery_due_at nulls first, id) as rn
-      from (
-        select id, partner_id, mode, delivery_due_at from events
-        where delivery_state = 'pending' and (delivery_due_at is null or delivery_due_at <= ${now})
-          and (delivery_lease_until is null or delivery_lease_until <= ${now})
-        order by delivery_due_at nulls first limit 5000) as candidates)
     update events set delivery_lease_until = ${leaseUntil}
     where id in (
-        select due.id from due left join busy on busy.partner_id = due.partner_id and busy.mode = due.mode
-        where due.rn + coalesce(busy.n, 0) <= ${perReceiver}
-        order by due.rn, due.id limit ${free})
+        select due.id from webhooks w
+        cross join lateral (
+          select e.id from events e
+          where e.partner_id = w.partner_id and e.mode = w.mode and e.delivery_state = 'pending'
+            and (e.delivery_due_at is null or e.delivery_due_at <= ${now})
+            and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
+          order by e.delivery_due_at nulls first, e.id
+          limit greatest(0, ${perReceiver}::integer - (
+            select count(*) from events b
+            where b.partner_id = w.partner_id and b.mode = w.mode and b.delivery_state = 'pending'
+              and b.delivery_lease_until is not null and b.delivery_lease_until > ${now}))
+        ) as due
+        limit ${free})
       and delivery_state = 'pending' and (delivery_lease_until is null or delivery_lease_until <= ${now})
     returning id, partner_id, mode, type, data, created_at, delivery_attempts, signed_at, signature`.execute(db);
   return result.rows;

@@ -27,7 +27,9 @@ export const webhookMigrations: Record<string, Migration> = {
       await sql`alter table events add column delivery_lease_until timestamptz`.execute(db);
       await sql`alter table events add column signed_at bigint`.execute(db);
       await sql`alter table events add column signature text`.execute(db);
-      await sql`create index events_delivery_due_idx on events (delivery_due_at nulls first) where delivery_state = 'pending'`.execute(db);
+      await sql`create index events_delivery_due_idx on events (delivery_due_at nulls first, id) where delivery_state = 'pending'`.execute(
+        db,
+      );
       await sql`create index events_partner_type_idx on events (partner_id, mode, type, id)`.execute(db);
       await sql`create index events_created_idx on events (created_at)`.execute(db);
 

@@ -36,9 +36,11 @@ export class WebhookSender {
   constructor(options: { guard: DestinationGuard; extraCa?: string | undefined; timeoutMs?: number }) {
     this.#guard = options.guard;
     this.#timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
+    // No per-origin socket limit: partners may share a receiver host (a webhook relay service), and
+    // one partner's slow deliveries must not queue another's. The dispatcher bounds concurrency per
+    // receiver instead.
     this.#agent = new https.Agent({
       keepAlive: true,
-      maxSockets: 16,
       maxFreeSockets: 16,
       ...(options.extraCa ? { ca: [...rootCertificates, options.extraCa] } : {}),
     });

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../infra/db/database.ts';
-import type { KeyMode, WebhookAttemptsTable, WebhooksTable } from '../infra/db/schema.ts';
+import type { DeliveryState, KeyMode, WebhookAttemptsTable, WebhooksTable } from '../infra/db/schema.ts';
 
 /** partner-api.md, Limits: the delivery log keeps the 50 most recent attempts. */
 export const DELIVERY_LOG_SIZE = 50;
@@ -24,6 +24,21 @@ export async function findDeliveryTargets(db: Db, partnerIds: readonly string[])
     .where('webhooks.partner_id', 'in', [...new Set(partnerIds)])
     .execute();
   return new Map(rows.map((row) => [targetKey(row.partner_id, row.mode), row]));
+}
+
+/**
+ * The delivery state a new event starts in, decided in the transaction that records it: `pending`
+ * when its partner's receiver (of its mode) is enabled and its filter takes the event, `skipped`
+ * otherwise. The filter rule is `filterMatches` (event-filter.ts) in SQL. A configuration changed
+ * before the delivery is sent is checked again then.
+ */
+export function initialDeliveryState(partnerId: string, mode: KeyMode, event: string) {
+  const family = `${event.split('.')[0]}.*`;
+  return sql<DeliveryState>`(case when exists (
+      select 1 from webhooks w
+      where w.partner_id = ${partnerId} and w.mode = ${mode} and w.enabled
+        and (cardinality(w.events) = 0 or w.events && array['*', ${event}, ${family}]::text[])
+    ) then 'pending' else 'skipped' end)`;
 }
 
 export const targetKey = (partnerId: string, mode: KeyMode) => `${partnerId}/${mode}`;

@@ -524,6 +524,27 @@ for (const target of testDatabases()) {
         await api(plain.live, 'DELETE', '/webhook');
       });
 
+      test('a receiver that never answers holds only its own delivery slots: other partners and the API stay fast', async () => {
+        const slow = await partnerWithModes(server, 'slowpoke', { allow_private_webhooks: true });
+        await configure(slow.live, { url: receiver.url('/slow') });
+        receiver.answer = (d) => (d.path === '/slow' ? 'hang' : 200);
+        for (let i = 0; i < 20; i++) await createCustomer(server, slow.live, `slow-${i}`);
+        await received((d) => d.path === '/slow', 16);
+        await secretOf(lab.live, receiver.url('/fast'));
+        const started = Date.now();
+        await activeCustomer(server, lab.live, 'fast-co');
+        const [fast] = await received((d) => d.path === '/fast' && d.body.data.customer_id === 'fast-co');
+        assert.ok(
+          (fast?.receivedAtMs ?? Infinity) - started < 1_000,
+          `delivered ${(fast?.receivedAtMs ?? 0) - started} ms after the request`,
+        );
+        const read = Date.now();
+        assert.equal((await api(slow.live, 'GET', '/customers?limit=200')).status, 200);
+        assert.ok(Date.now() - read < 500, 'the API does not wait for deliveries');
+        assert.equal(receiver.deliveries.filter((d) => d.path === '/slow').length, 16, 'no more than 16 in flight to one receiver');
+        await api(slow.live, 'DELETE', '/webhook');
+      });
+
       test('the connection goes to the checked address while TLS verifies the host name', async () => {
         // receiver.test resolves (in the test resolver only) to the loopback receiver, whose certificate names receiver.test.
         await secretOf(lab.live, `https://receiver.test:${receiver.port}/named`);

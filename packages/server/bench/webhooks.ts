@@ -1,0 +1,120 @@
+/**
+ * (g) Webhook delivery, with a real HTTPS receiver on loopback (the test CA trusted through
+ * TENANTRY_WEBHOOK_CA_FILE):
+ *   - deliveries per second: a backlog of 10,000 recorded events, delivered and signed from a cold start;
+ *   - delivery lag from state change to receipt, p50/p99, while suspends and resumes record
+ *     200 events per second for BENCH_WEBHOOK_LAG_S seconds (default 60). Goal: p99 under 1 s.
+ */
+import { recordEvent } from '../src/events/store.ts';
+import { spawnServe } from '../test/serve-process.ts';
+import { TEST_CA_FILE, WebhookReceiver } from '../test/webhook-receiver.ts';
+import { OPERATOR_TOKEN, openServerDatabase, operator, partnerToken, percentile } from './common.ts';
+
+const BACKLOG = Number(process.env.BENCH_WEBHOOK_BACKLOG ?? 10_000);
+const LAG_S = Number(process.env.BENCH_WEBHOOK_LAG_S ?? 60);
+const RATE = 200;
+const CUSTOMERS = 50;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export async function benchWebhooks(label: string, env: Record<string, string>): Promise<string[]> {
+  const serveEnv = {
+    ...env,
+    TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
+    TENANTRY_SANDBOX_DELAY_MS: '0',
+    TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE,
+  };
+  const receiver = await new WebhookReceiver().listen();
+  let server = await spawnServe(serveEnv, { keepOutput: false });
+  const notes: string[] = [];
+  try {
+    await operator(server, 'POST', '/partners', {
+      id: 'hooks',
+      display_name: 'Hooks',
+      allow_private_webhooks: true,
+      limits: { max_customers: 0, max_open_operations: 10_000, rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
+    });
+    const key = String((await operator(server, 'POST', '/partners/hooks/keys', {})).key);
+    let token = await partnerToken(server, key);
+    const api = (method: string, path: string, body?: unknown) =>
+      fetch(`${server.partnerUrl}/api/public/v1${path}`, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body ?? {}),
+      });
+    const configured = await api('PUT', '/webhook', { url: receiver.url() });
+    if (!configured.ok) throw new Error(`PUT /webhook: ${await configured.text()}`);
+    for (let i = 0; i < CUSTOMERS; i++)
+      await api('POST', '/customers', { id: `h${i}`, owner: { username: 'o', email: `o@h${i}.example` } });
+    while (receiver.deliveries.length < CUSTOMERS) await sleep(20);
+
+    // Deliveries per second: a backlog written while the server is down, delivered from a cold start.
+    await server.stop();
+    const handle = await openServerDatabase(env);
+    try {
+      for (let i = 0; i < BACKLOG; i += 500) {
+        await handle.db.transaction().execute(async (trx) => {
+          for (let j = i; j < Math.min(BACKLOG, i + 500); j++) {
+            await recordEvent(trx, {
+              partnerId: 'hooks',
+              mode: 'live',
+              type: 'customer.suspended',
+              at: new Date(),
+              data: { customer_id: `h${j % CUSTOMERS}`, state: 'suspended', suspended_at: new Date().toISOString(), workloads_running: 0 },
+            });
+          }
+        });
+      }
+    } finally {
+      await handle.close();
+    }
+    const before = receiver.deliveries.length;
+    server = await spawnServe(serveEnv, { keepOutput: false });
+    const started = performance.now();
+    while (receiver.deliveries.length < before + BACKLOG) await sleep(20);
+    const backlogMs = performance.now() - started;
+    notes.push(
+      `${label}: (g) ${BACKLOG} queued deliveries sent, signed and recorded in ${Math.round(backlogMs)} ms: ${Math.round((BACKLOG * 1000) / backlogMs)} deliveries/s`,
+    );
+
+    // Lag at 200 events per second: each customer alternates suspend and resume, one call at a time.
+    token = await partnerToken(server, key);
+    const runStart = Date.now();
+    const lagFrom = receiver.deliveries.length;
+    const apiLatency: number[] = [];
+    let recorded = 0;
+    const worker = async (i: number) => {
+      let suspended = false;
+      const interval = (CUSTOMERS * 1000) / RATE;
+      let next = runStart + (i * interval) / CUSTOMERS;
+      while (Date.now() - runStart < LAG_S * 1000) {
+        await sleep(Math.max(0, next - Date.now()));
+        next += interval;
+        const t = performance.now();
+        const response = await api('POST', `/customers/h${i}/${suspended ? 'resume' : 'suspend'}`);
+        await response.arrayBuffer();
+        apiLatency.push(performance.now() - t);
+        if (response.ok) {
+          suspended = !suspended;
+          recorded++;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: CUSTOMERS }, (_, i) => worker(i)));
+    const deadline = Date.now() + 30_000;
+    while (receiver.deliveries.length < lagFrom + recorded && Date.now() < deadline) await sleep(50);
+    const lags = receiver.deliveries
+      .slice(lagFrom)
+      .map((d) => d.receivedAtMs - Date.parse(d.body.created_at))
+      .sort((a, b) => a - b);
+    apiLatency.sort((a, b) => a - b);
+    notes.push(
+      `${label}: (g) ${recorded} events in ${LAG_S} s (${Math.round(recorded / LAG_S)}/s), ${lags.length} delivered: ` +
+        `lag p50 ${percentile(lags, 50)} ms, p99 ${percentile(lags, 99)} ms, max ${lags[lags.length - 1]} ms (goal: p99 under 1,000 ms); ` +
+        `suspend/resume latency p50 ${percentile(apiLatency, 50).toFixed(1)} ms, p99 ${percentile(apiLatency, 99).toFixed(1)} ms`,
+    );
+    return notes;
+  } finally {
+    await server.stop();
+    await receiver.close();
+  }
+}
