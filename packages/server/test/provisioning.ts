@@ -105,7 +105,7 @@ export interface EventRow {
 
 /**
  * The partner's recorded events (the outbox webhooks deliver from), oldest
- * first. Read from the database: the events API arrives with webhooks.
+ * first, read from the database: every row, whatever its age or mode clock.
  */
 export async function eventsOf(server: TestServer, partnerId: string, mode: 'live' | 'test' = 'live'): Promise<EventRow[]> {
   const rows = await server.database.db

@@ -4,6 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { runCli } from './cli-runner.ts';
 import { assertError, exchange, http, issueKey, OPERATOR_API, partnerApi, partnerWithToken } from './client.ts';
 import { createServerDatabase, dropServerDatabase, SERVER_DATABASE_URL, startTestServer, type TestDatabase } from './harness.ts';
@@ -18,6 +19,14 @@ describe('tenantry serve', () => {
       [{ TENANTRY_PLATFORM: 'vmware' }, /^tenantry: invalid configuration: TENANTRY_PLATFORM: must be "sandbox" or "kubernetes"/],
       [{ TENANTRY_TRUST_PROXY: 'true' }, /^tenantry: invalid configuration: TENANTRY_TRUST_PROXY: must be false, a number of proxy hops/],
       [{ TENANTRY_OPERATOR_TOKEN: 'short' }, /^tenantry: invalid configuration: TENANTRY_OPERATOR_TOKEN: must be at least 24 characters/],
+      [
+        { TENANTRY_WEBHOOK_CA_FILE: '/nonexistent/ca.pem' },
+        /^tenantry: invalid configuration: TENANTRY_WEBHOOK_CA_FILE: cannot be read \(ENOENT\)/,
+      ],
+      [
+        { TENANTRY_WEBHOOK_CA_FILE: fileURLToPath(new URL('../package.json', import.meta.url)) },
+        /^tenantry: invalid configuration: TENANTRY_WEBHOOK_CA_FILE: holds no PEM certificate/,
+      ],
       [
         { TENANTRY_LISTEN: '127.0.0.1:9000', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:9000' },
         /TENANTRY_OPERATOR_LISTEN: must differ from TENANTRY_LISTEN/,
