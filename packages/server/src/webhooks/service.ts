@@ -92,15 +92,24 @@ export class WebhookService {
     return toWebhookConfig(row, tenant.now);
   }
 
-  /** Removes the configuration and its secret; deliveries still pending are dropped. */
+  /** Removes the configuration and its secret; deliveries still pending (retries) are dropped with it. */
   async delete(tenant: Tenant): Promise<{ deleted: true }> {
-    const removed = await this.#deps.db
-      .deleteFrom('webhooks')
-      .where('partner_id', '=', tenant.partnerId)
-      .where('mode', '=', tenant.mode)
-      .executeTakeFirst();
-    if (removed.numDeletedRows === 0n) throw notFound('A webhook configuration');
-    return { deleted: true };
+    return this.#deps.db.transaction().execute(async (trx) => {
+      const removed = await trx
+        .deleteFrom('webhooks')
+        .where('partner_id', '=', tenant.partnerId)
+        .where('mode', '=', tenant.mode)
+        .executeTakeFirst();
+      if (removed.numDeletedRows === 0n) throw notFound('A webhook configuration');
+      await trx
+        .updateTable('events')
+        .set({ delivery_state: 'skipped', delivery_lease_until: null })
+        .where('partner_id', '=', tenant.partnerId)
+        .where('mode', '=', tenant.mode)
+        .where('delivery_state', '=', 'pending')
+        .execute();
+      return { deleted: true as const };
+    });
   }
 
   /** A new secret at once for new deliveries; retries of earlier ones keep their signature. */

@@ -672,6 +672,12 @@ for (const target of testDatabases()) {
         server.clock.advance(120_000);
         await sleep(150);
         assert.equal(receiver.deliveries.filter((d) => d.body.id === first?.body.id).length, 1);
+        const row = await server.database.db
+          .selectFrom('events')
+          .select('delivery_state')
+          .where('id', '=', first?.body.id ?? '')
+          .executeTakeFirst();
+        assert.equal(row?.delivery_state, 'skipped', 'no longer pending: nothing is left to deliver');
       });
     });
 
