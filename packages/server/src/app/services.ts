@@ -2,6 +2,8 @@ import type { Logger } from 'pino';
 import { AccessTokenCodec } from '../auth/access-tokens.ts';
 import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
+import { QuotaService } from '../capacity/quotas.ts';
+import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { CustomerService } from '../customers/service.ts';
 import { EventService } from '../events/service.ts';
@@ -18,6 +20,7 @@ import type { Platform } from '../platform/platform.ts';
 import { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { ProjectService } from '../projects/service.ts';
 import { TestHelperService } from '../test-mode/service.ts';
+import { UsageService } from '../usage/service.ts';
 import { UserService } from '../users/service.ts';
 import { DestinationGuard, type Resolver } from '../webhooks/destination.ts';
 import { WebhookDispatcher } from '../webhooks/dispatcher.ts';
@@ -65,6 +68,9 @@ export interface Services {
   webhooks: WebhookService;
   dispatcher: WebhookDispatcher;
   webhookSender: WebhookSender;
+  capacity: CapacityService;
+  quotas: QuotaService;
+  usage: UsageService;
 }
 
 export async function createServices(options: ServiceOptions): Promise<Services> {
@@ -103,5 +109,8 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     webhooks: new WebhookService({ db, clock, cursors, guard, sender }),
     dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, embedded }),
     webhookSender: sender,
+    capacity: new CapacityService({ db, clock, cursors }),
+    quotas: new QuotaService({ db, platform }),
+    usage: new UsageService({ db, cursors, platform }),
   };
 }

@@ -1,3 +1,4 @@
+import { allocateNewCustomer } from '../capacity/quotas.ts';
 import { recordEvent } from '../events/store.ts';
 import { type Db, uniqueViolation } from '../infra/db/database.ts';
 import type { CustomerStatus } from '../infra/db/schema.ts';
@@ -77,6 +78,9 @@ export class CustomerService {
           });
         }
         await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.#retryAfterS());
+        const planId = request.plan_id ?? partner.default_plan_id;
+        // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
+        const quota = await allocateNewCustomer(trx, tenant, planId);
         const row: CustomerRow = {
           uid: newId('customer'),
           platform_scope: tenant.scope,
@@ -87,7 +91,7 @@ export class CustomerService {
           display_name: request.display_name ?? null,
           status: 'provisioning',
           status_before_deletion: null,
-          plan_id: request.plan_id ?? partner.default_plan_id,
+          plan_id: planId,
           owner_username: request.owner.username,
           owner_email: request.owner.email,
           created_at: now,
@@ -97,6 +101,9 @@ export class CustomerService {
           scheduled_deletion_at: null,
           grace_days: null,
           deletion_immediate: null,
+          quota,
+          quota_revision: 1,
+          project_caps: {},
         };
         await insertCustomer(trx, row);
         await insertUser(trx, {

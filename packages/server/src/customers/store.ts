@@ -1,5 +1,6 @@
 import type { Selectable } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
+import { releaseQuota } from '../capacity/store.ts';
 import type { Db } from '../infra/db/database.ts';
 import type { CustomersTable, KeyMode } from '../infra/db/schema.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
@@ -76,6 +77,8 @@ export async function updateCustomer(trx: Db, uid: string, changes: Partial<Cust
 export async function removeCustomer(trx: Db, row: CustomerRow): Promise<void> {
   await trx.deleteFrom('customers').where('uid', '=', row.uid).execute();
   await adjustCustomerCount(trx, row.partner_id, row.mode, -1);
+  // Its quota goes back to the pool with it.
+  await releaseQuota(trx, row.partner_id, row.mode, row.quota);
 }
 
 export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyMode, delta: number): Promise<void> {

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { healthRoutes } from '../app/health.ts';
 import type { Services } from '../app/services.ts';
+import { capacityOperatorRoutes } from '../capacity/operator-routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { operatorAuthPlugin } from './operator-auth.ts';
 import { operatorRoutes } from './routes.ts';
@@ -15,6 +16,7 @@ export async function buildOperatorApp(services: Services, logger: Logger, opera
     async (api) => {
       await api.register(operatorAuthPlugin, { token: operatorToken });
       await api.register(operatorRoutes, { services });
+      await api.register(capacityOperatorRoutes, { services });
     },
     { prefix: OPERATOR_API_PREFIX },
   );

@@ -34,6 +34,14 @@ export interface Platform {
   stopWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads>;
   startWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads>;
 
+  /** GPUs the customer's running workloads hold, per profile; undefined when the platform cannot tell now. */
+  gpuUsage(ctx: PlatformContext, customerId: string): Promise<Record<string, number> | undefined>;
+  /**
+   * Resource-hours the customers' workloads used within [from, to), on the mode's clock. `since` is the
+   * customer's creation: an earlier customer of the same id is not counted.
+   */
+  usage(ctx: PlatformContext, customers: { customerId: string; since: Date }[], from: Date, to: Date): Promise<Map<string, UsageTotals>>;
+
   /**
    * Asks the identity provider whether the user can be logged in now. A user
    * with pending required actions (verify email, update password, ...) cannot.
@@ -76,6 +84,13 @@ export interface Workloads {
   databases: string[];
   gpus: Record<string, number>;
   running: boolean;
+}
+
+export interface UsageTotals {
+  vcpu_hours: number;
+  memory_gib_hours: number;
+  storage_gib_hours: number;
+  gpu_hours: Record<string, number>;
 }
 
 export const NO_WORKLOADS: Workloads = { vms: [], databases: [], gpus: {}, running: false };

@@ -1,6 +1,7 @@
 import { type Migration, type MigrationProvider, Migrator } from 'kysely';
 import { auditMigrations } from '../../audit/migrations.ts';
 import { authMigrations } from '../../auth/migrations.ts';
+import { capacityMigrations } from '../../capacity/migrations.ts';
 import { consoleMigrations } from '../../console/migrations.ts';
 import { customerMigrations } from '../../customers/migrations.ts';
 import { eventMigrations } from '../../events/migrations.ts';
@@ -35,6 +36,7 @@ const allMigrations: Record<string, Migration> = {
   ...sandboxMigrations,
   ...consoleMigrations,
   ...webhookMigrations,
+  ...capacityMigrations,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => allMigrations };

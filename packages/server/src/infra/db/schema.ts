@@ -1,4 +1,5 @@
-import type { Generated } from 'kysely';
+import type { ColumnType, Generated } from 'kysely';
+import type { PartialResources, Resources } from '../../capacity/resources.ts';
 
 /**
  * The typed shape of every table. Each module owns its tables (and their
@@ -18,11 +19,16 @@ export interface Database {
   operations: OperationsTable;
   events: EventsTable;
   webhooks: WebhooksTable;
+  gpu_profiles: GpuProfilesTable;
+  plans: PlansTable;
+  partner_capacity: PartnerCapacityTable;
+  capacity_allocations: CapacityAllocationsTable;
   webhook_attempts: WebhookAttemptsTable;
   sandbox_objects: SandboxObjectsTable;
   sandbox_address_ranges: SandboxAddressRangesTable;
   sandbox_workloads: SandboxWorkloadsTable;
   sandbox_failures: SandboxFailuresTable;
+  sandbox_usage: SandboxUsageTable;
   console_logins: ConsoleLoginsTable;
   console_sessions: ConsoleSessionsTable;
 }
@@ -140,6 +146,10 @@ export interface CustomersTable {
   scheduled_deletion_at: Date | null;
   grace_days: number | null;
   deletion_immediate: boolean | null;
+  /** What the customer holds of its partner's pool (jsonb; objects are written as JSON by both drivers). */
+  quota: Resources;
+  quota_revision: number;
+  project_caps: Record<string, PartialResources>;
 }
 
 export type ProjectState = 'provisioning' | 'ready' | 'failed' | 'deleting';
@@ -281,6 +291,18 @@ export interface SandboxWorkloadsTable {
   running: boolean;
 }
 
+export interface SandboxUsageTable {
+  id: Generated<string>;
+  platform_scope: PlatformScope;
+  customer_id: string;
+  started_at: Date;
+  ended_at: Date | null;
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
+  gpus: ColumnType<Record<string, number>, string, string>;
+}
+
 export interface SandboxFailuresTable {
   id: Generated<number>;
   platform_scope: PlatformScope;
@@ -312,4 +334,36 @@ export interface ConsoleSessionsTable {
   username: string;
   expires_at: Date;
   created_at: Date;
+}
+
+export interface GpuProfilesTable {
+  name: string;
+  display_name: string;
+  memory_gib: number;
+}
+
+export interface PlansTable {
+  id: string;
+  display_name: string;
+  quota: ColumnType<Resources, string, string>;
+  created_at: Generated<Date>;
+  updated_at: Date;
+}
+
+/** A partner's capacity settings; null columns (and a missing row) mean the defaults. */
+export interface PartnerCapacityTable {
+  partner_id: string;
+  pool: ColumnType<Resources | null, string | null, string | null>;
+  per_customer_max: ColumnType<Resources | null, string | null, string | null>;
+  /** Plans the partner may assign; null: every plan of the catalogue. */
+  plans: string[] | null;
+  /** GPU profiles the partner may grant; null: every profile of the catalogue. */
+  gpu_profiles: string[] | null;
+  updated_at: Date;
+}
+
+export interface CapacityAllocationsTable {
+  partner_id: string;
+  mode: KeyMode;
+  allocated: ColumnType<Resources, string, string>;
 }

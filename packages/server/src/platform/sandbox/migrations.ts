@@ -51,4 +51,22 @@ export const sandboxMigrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  '0017_sandbox_usage': {
+    async up(db: Kysely<unknown>) {
+      // Spans during which a customer's workloads ran, with what they held: usage is their sum.
+      await sql`
+        create table sandbox_usage (
+          id bigint generated always as identity primary key,
+          platform_scope text not null,
+          customer_id text not null,
+          started_at timestamptz not null,
+          ended_at timestamptz,
+          vcpu integer not null,
+          memory_gib integer not null,
+          storage_gib integer not null,
+          gpus jsonb not null
+        )`.execute(db);
+      await sql`create index sandbox_usage_customer_idx on sandbox_usage (platform_scope, customer_id, started_at)`.execute(db);
+    },
+  },
 };

@@ -1,7 +1,15 @@
 import ipaddr from 'ipaddr.js';
 import { sql } from 'kysely';
 import type { SandboxObjectKind } from '../../infra/db/schema.ts';
-import type { Platform, PlatformContext, PlatformUser, Progress, Workloads } from '../platform.ts';
+import {
+  NO_WORKLOADS,
+  type Platform,
+  type PlatformContext,
+  type PlatformUser,
+  type Progress,
+  type UsageTotals,
+  type Workloads,
+} from '../platform.ts';
 
 export interface SandboxOptions {
   /** The customer's provisioning time (TENANTRY_SANDBOX_DELAY_MS); a project takes two thirds, teardown twenty times. */
@@ -17,6 +25,10 @@ const POOL_BASE = ipaddr.IPv4.parse('10.0.0.0').toByteArray();
 const NEVER = new Date('9999-12-31T00:00:00Z');
 
 /** A test-mode failure injected through `POST /test-helpers/failures`. */
+/** What one simulated VM and one simulated database hold while they run (usage accrues from them). */
+export const VM_SIZE = { vcpu: 2, memory_gib: 4, storage_gib: 20 } as const;
+export const DATABASE_SIZE = { vcpu: 1, memory_gib: 2, storage_gib: 10 } as const;
+
 export interface FailureInjection {
   type: 'customer.create' | 'project.create' | 'gpu_usage';
   code: string | null;
@@ -85,6 +97,7 @@ export class SandboxPlatform implements Platform {
       .execute();
     await db.deleteFrom('sandbox_objects').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
     await db.deleteFrom('sandbox_workloads').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
+    await this.#accrue(ctx, customerId, NO_WORKLOADS);
     return { state: 'done' };
   }
 
@@ -224,7 +237,49 @@ export class SandboxPlatform implements Platform {
       .values({ platform_scope: ctx.scope, customer_id: customerId, ...values })
       .onConflict((oc) => oc.columns(['platform_scope', 'customer_id']).doUpdateSet(values))
       .execute();
+    await this.#accrue(ctx, customerId, workloads);
     return workloads;
+  }
+
+  async gpuUsage(ctx: PlatformContext, customerId: string): Promise<Record<string, number> | undefined> {
+    // Test mode can make the check fail (CONTRACT §5, failures of type gpu_usage).
+    if (ctx.mode === 'test' && (await this.#takeFailure(ctx, 'gpu_usage'))) return undefined;
+    const workloads = await this.listWorkloads(ctx, customerId);
+    return workloads.running ? workloads.gpus : {};
+  }
+
+  async usage(
+    ctx: PlatformContext,
+    customers: { customerId: string; since: Date }[],
+    from: Date,
+    to: Date,
+  ): Promise<Map<string, UsageTotals>> {
+    const totals = new Map<string, UsageTotals>(
+      customers.map((c) => [c.customerId, { vcpu_hours: 0, memory_gib_hours: 0, storage_gib_hours: 0, gpu_hours: {} }]),
+    );
+    if (customers.length === 0) return totals;
+    const since = new Map(customers.map((c) => [c.customerId, c.since.getTime()]));
+    const spans = await ctx.db
+      .selectFrom('sandbox_usage')
+      .selectAll()
+      .where('platform_scope', '=', ctx.scope)
+      .where('customer_id', 'in', [...since.keys()])
+      .where('started_at', '<', to)
+      .where((eb) => eb.or([eb('ended_at', 'is', null), eb('ended_at', '>', from)]))
+      .execute();
+    for (const span of spans) {
+      const start = Math.max(span.started_at.getTime(), from.getTime(), since.get(span.customer_id) ?? 0);
+      const end = Math.min((span.ended_at ?? ctx.now).getTime(), to.getTime(), ctx.now.getTime());
+      if (end <= start) continue;
+      const hours = (end - start) / 3_600_000;
+      const total = totals.get(span.customer_id);
+      if (!total) continue;
+      total.vcpu_hours += span.vcpu * hours;
+      total.memory_gib_hours += span.memory_gib * hours;
+      total.storage_gib_hours += span.storage_gib * hours;
+      for (const [profile, n] of Object.entries(span.gpus)) total.gpu_hours[profile] = (total.gpu_hours[profile] ?? 0) + n * hours;
+    }
+    return totals;
   }
 
   /** Sandbox only (test helper): the next matching provisioning steps fail. */
@@ -251,7 +306,42 @@ export class SandboxPlatform implements Platform {
       .where('platform_scope', '=', ctx.scope)
       .where('customer_id', '=', customerId)
       .execute();
-    return this.listWorkloads(ctx, customerId);
+    const workloads = await this.listWorkloads(ctx, customerId);
+    await this.#accrue(ctx, customerId, workloads);
+    return workloads;
+  }
+
+  /**
+   * Usage accrues while workloads run: the open span of the customer ends now, and a new one starts
+   * with what now runs (VM_SIZE per VM, DATABASE_SIZE per database, GPUs as granted to workloads).
+   */
+  async #accrue(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<void> {
+    await ctx.db
+      .updateTable('sandbox_usage')
+      .set({ ended_at: ctx.now })
+      .where('platform_scope', '=', ctx.scope)
+      .where('customer_id', '=', customerId)
+      .where('ended_at', 'is', null)
+      .execute();
+    if (!workloads.running) return;
+    const { vms, databases, gpus } = workloads;
+    const held = {
+      vcpu: vms.length * VM_SIZE.vcpu + databases.length * DATABASE_SIZE.vcpu,
+      memory_gib: vms.length * VM_SIZE.memory_gib + databases.length * DATABASE_SIZE.memory_gib,
+      storage_gib: vms.length * VM_SIZE.storage_gib + databases.length * DATABASE_SIZE.storage_gib,
+    };
+    if (held.vcpu === 0 && Object.values(gpus).every((n) => n === 0)) return;
+    await ctx.db
+      .insertInto('sandbox_usage')
+      .values({
+        platform_scope: ctx.scope,
+        customer_id: customerId,
+        started_at: ctx.now,
+        ended_at: null,
+        ...held,
+        gpus: JSON.stringify(gpus),
+      })
+      .execute();
   }
 
   async #object(ctx: PlatformContext, kind: SandboxObjectKind, name: string): Promise<ObjectRow | undefined> {

@@ -1,0 +1,190 @@
+import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
+import { recordEvent } from '../events/store.ts';
+import type { Db } from '../infra/db/database.ts';
+import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import type { Platform } from '../platform/platform.ts';
+import { platformContext, type Tenant } from '../platform/tenant.ts';
+import { assertGpuReduction, assertGrantable, assertPerCustomer, assertPoolFits, assertProjectCaps } from './checks.ts';
+import { add, normalize, type PartialResources, type Resources, subtract, ZERO } from './resources.ts';
+import type { Plan, PutQuotaRequest, Quota } from './schemas.ts';
+import {
+  type CapacitySettings,
+  capacitySettings,
+  findPlan,
+  LockNotAvailable,
+  lockAllocation,
+  type PlanRow,
+  saveAllocation,
+} from './store.ts';
+
+/** How long a quota or plan change waits for another capacity change of the partner before BUSY. */
+const CAPACITY_LOCK_WAIT_MS = 200;
+/** Retry-After of BUSY and GPU_USAGE_UNAVAILABLE. */
+const RETRY_AFTER_S = { busy: 1, gpuUsage: 5 } as const;
+
+export function toQuota(row: Pick<CustomerRow, 'id' | 'quota_revision' | 'quota' | 'project_caps'>): Quota {
+  return { customer_id: row.id, revision: row.quota_revision, quota: normalize(row.quota), project_caps: row.project_caps };
+}
+
+export function toPlan(row: PlanRow): Plan {
+  return { id: row.id, display_name: row.display_name, quota: normalize(row.quota) };
+}
+
+/** 403 PLAN_NOT_ALLOWED for a plan the partner may not assign (or that does not exist). */
+async function assignablePlan(db: Db, settings: CapacitySettings, planId: string): Promise<PlanRow> {
+  const plan = settings.plans.includes(planId) ? await findPlan(db, planId) : undefined;
+  if (!plan) {
+    throw new ApiError('PLAN_NOT_ALLOWED', `Plan ${planId} is not one this partner may assign; GET /catalog/plans lists them.`, {
+      details: { plan_id: planId, allowed: settings.plans },
+    });
+  }
+  return plan;
+}
+
+/**
+ * A new customer's quota: its plan's, allocated from the partner's pool in the creating transaction
+ * (CONTRACT §4, Customers). Creations wait for the capacity lock rather than answer BUSY.
+ */
+export async function allocateNewCustomer(trx: Db, tenant: Tenant, planId: string): Promise<Resources> {
+  const settings = await capacitySettings(trx, tenant.partnerId);
+  const plan = await assignablePlan(trx, settings, planId);
+  assertGrantable(plan.quota, settings.gpuProfiles);
+  assertPerCustomer(plan.quota, settings.perCustomerMax);
+  const allocated = await lockAllocation(trx, tenant.partnerId, tenant.mode);
+  assertPoolFits(settings.pool, allocated, ZERO, plan.quota);
+  await saveAllocation(trx, tenant.partnerId, tenant.mode, add(allocated, plan.quota));
+  return normalize(plan.quota);
+}
+
+interface Change {
+  quota: Resources;
+  caps: Record<string, PartialResources>;
+  plan?: PlanRow;
+}
+
+/** `GET|PUT /customers/{id}/quota` and `GET|PUT /customers/{id}/plan` (CONTRACT §4, Quota, plan). */
+export class QuotaService {
+  readonly #db: Db;
+  readonly #platform: Platform;
+
+  constructor(deps: { db: Db; platform: Platform }) {
+    this.#db = deps.db;
+    this.#platform = deps.platform;
+  }
+
+  async get(tenant: Tenant, id: string): Promise<Quota> {
+    return toQuota(await this.#read(tenant, id));
+  }
+
+  async getPlan(tenant: Tenant, id: string): Promise<{ customer_id: string; plan_id: string; plan: Plan }> {
+    const row = await this.#read(tenant, id);
+    const plan = await findPlan(this.#db, row.plan_id);
+    if (!plan) throw notFound(`Plan ${row.plan_id}`);
+    return { customer_id: row.id, plan_id: row.plan_id, plan: toPlan(plan) };
+  }
+
+  async put(tenant: Tenant, id: string, request: PutQuotaRequest): Promise<Quota> {
+    const settings = await capacitySettings(this.#db, tenant.partnerId);
+    assertGrantable(request.quota, settings.gpuProfiles);
+    const updated = await this.#change(tenant, id, settings, (row) => {
+      if (row.quota_revision !== request.revision) {
+        throw new ApiError(
+          'CONFLICT',
+          `The quota is at revision ${row.quota_revision}, not ${request.revision}: read it again and resend.`,
+          {
+            details: { customer_id: row.id, revision: row.quota_revision, given: request.revision },
+          },
+        );
+      }
+      // Omitted caps stay as they are (and must still fit the new quota).
+      return { quota: normalize(request.quota), caps: request.project_caps ?? row.project_caps };
+    });
+    return toQuota(updated);
+  }
+
+  /** Sets the plan and replaces the quota with the plan's (next revision); project caps stay and must fit. */
+  async putPlan(tenant: Tenant, id: string, planId: string): Promise<{ customer_id: string; plan_id: string; plan: Plan }> {
+    const settings = await capacitySettings(this.#db, tenant.partnerId);
+    const plan = await assignablePlan(this.#db, settings, planId);
+    assertGrantable(plan.quota, settings.gpuProfiles);
+    const updated = await this.#change(tenant, id, settings, (row) => ({ quota: normalize(plan.quota), caps: row.project_caps, plan }));
+    return { customer_id: updated.id, plan_id: updated.plan_id, plan: toPlan(plan) };
+  }
+
+  async #read(tenant: Tenant, id: string): Promise<CustomerRow> {
+    const row = await findCustomer(this.#db, tenant, id);
+    if (!row) throw notFound(`Customer ${id}`);
+    return row;
+  }
+
+  /**
+   * One quota change, in one transaction, locking the customer and then the
+   * partner's capacity lock (waiting at most CAPACITY_LOCK_WAIT_MS, else BUSY). The customer's quota,
+   * the pool's allocation and the events commit together, so `allocated` is always the sum.
+   */
+  async #change(tenant: Tenant, id: string, settings: CapacitySettings, decide: (row: CustomerRow) => Change): Promise<CustomerRow> {
+    return this.#db.transaction().execute(async (trx) => {
+      const row = await lockCustomer(trx, tenant, id);
+      if (!row) throw notFound(`Customer ${id}`);
+      assertChangeable(row);
+      const { quota, caps, plan } = decide(row);
+      assertProjectCaps(quota, caps);
+      assertPerCustomer(quota, settings.perCustomerMax);
+      let allocated: Resources;
+      try {
+        allocated = await lockAllocation(trx, tenant.partnerId, tenant.mode, CAPACITY_LOCK_WAIT_MS);
+      } catch (error) {
+        if (!(error instanceof LockNotAvailable)) throw error;
+        throw new ApiError('BUSY', 'Another capacity change for this partner is under way; retry shortly.', {
+          retryAfter: RETRY_AFTER_S.busy,
+          details: { customer_id: id },
+        });
+      }
+      assertPoolFits(settings.pool, allocated, row.quota, quota);
+      await this.#assertGpusFree(trx, tenant, row, quota, plan !== undefined);
+
+      const updated = await updateCustomer(trx, row.uid, {
+        quota,
+        project_caps: caps,
+        quota_revision: row.quota_revision + 1,
+        ...(plan ? { plan_id: plan.id } : {}),
+        updated_at: tenant.now,
+      });
+      await saveAllocation(trx, tenant.partnerId, tenant.mode, add(subtract(allocated, row.quota), quota));
+      const event = { partnerId: tenant.partnerId, mode: tenant.mode, at: tenant.now };
+      await recordEvent(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(updated) } });
+      if (plan) await recordEvent(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
+      return updated;
+    });
+  }
+
+  /** A GPU grant may only go down to what running workloads use; the platform must be able to say. */
+  async #assertGpusFree(trx: Db, tenant: Tenant, row: CustomerRow, wanted: Resources, planChange: boolean): Promise<void> {
+    const reduced = Object.entries(row.quota.gpus).some(([profile, n]) => (wanted.gpus[profile] ?? 0) < n);
+    if (!reduced) return;
+    const ctx = platformContext(trx, tenant);
+    const inUse = await this.#platform.gpuUsage(ctx, row.id);
+    if (!inUse) {
+      throw new ApiError('GPU_USAGE_UNAVAILABLE', 'GPU usage could not be verified for this change; retry shortly.', {
+        retryAfter: RETRY_AFTER_S.gpuUsage,
+        details: { customer_id: row.id },
+      });
+    }
+    const workloads = planChange ? await this.#platform.listWorkloads(ctx, row.id) : undefined;
+    assertGpuReduction(wanted, inUse, workloads ? { vms: workloads.vms, databases: workloads.databases } : undefined);
+  }
+}
+
+/** A quota or plan change needs a customer that exists on the platform and is not going away. */
+function assertChangeable(row: CustomerRow): void {
+  if (row.status === 'active' || row.status === 'suspended') return;
+  if (row.status === 'provisioning') {
+    throw new ApiError('NOT_READY', `Customer ${row.id} is still provisioning; change its quota once it is active.`, {
+      retryAfter: 1,
+      details: { customer_id: row.id, status: row.status },
+    });
+  }
+  throw new ApiError('CONFLICT', `Customer ${row.id} is ${row.status.replace('_', ' ')}; its quota cannot change.`, {
+    details: { customer_id: row.id, status: row.status },
+  });
+}

@@ -1,0 +1,118 @@
+import { type Selectable, sql } from 'kysely';
+import type { Db } from '../infra/db/database.ts';
+import type { KeyMode, PlansTable } from '../infra/db/schema.ts';
+import { type Resources, subtract, ZERO } from './resources.ts';
+
+/**
+ * A partner's pool and per-customer maximum until the operator sets them (`tenantry capacity set`):
+ * enough for the default 100 customers on the `standard` plan, with a few GPUs to try the GPU plans.
+ */
+export const DEFAULT_POOL: Resources = {
+  vcpu: 1_000,
+  memory_gib: 4_000,
+  storage_gib: 50_000,
+  gpus: { 'a100-40gb': 8, 'h100-80gb': 4, 'l4-24gb': 8 },
+};
+export const DEFAULT_PER_CUSTOMER_MAX: Resources = {
+  vcpu: 64,
+  memory_gib: 512,
+  storage_gib: 4_096,
+  gpus: { 'a100-40gb': 4, 'h100-80gb': 2, 'l4-24gb': 4 },
+};
+
+export interface CapacitySettings {
+  pool: Resources;
+  perCustomerMax: Resources;
+  /** Plans the partner may assign. */
+  plans: string[];
+  /** GPU profiles the partner may grant. */
+  gpuProfiles: string[];
+}
+
+export type PlanRow = Selectable<PlansTable>;
+
+export async function listGpuProfiles(db: Db) {
+  return db.selectFrom('gpu_profiles').selectAll().orderBy('name').execute();
+}
+
+export async function findPlan(db: Db, id: string): Promise<PlanRow | undefined> {
+  return db.selectFrom('plans').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** A partner's settings, the defaults filled in (a missing list means the whole catalogue). */
+export async function capacitySettings(db: Db, partnerId: string): Promise<CapacitySettings> {
+  const [row, plans, profiles] = await Promise.all([
+    db.selectFrom('partner_capacity').selectAll().where('partner_id', '=', partnerId).executeTakeFirst(),
+    db.selectFrom('plans').select('id').orderBy('id').execute(),
+    db.selectFrom('gpu_profiles').select('name').orderBy('name').execute(),
+  ]);
+  return {
+    pool: row?.pool ?? DEFAULT_POOL,
+    perCustomerMax: row?.per_customer_max ?? DEFAULT_PER_CUSTOMER_MAX,
+    plans: row?.plans ?? plans.map((p) => p.id),
+    gpuProfiles: row?.gpu_profiles ?? profiles.map((p) => p.name),
+  };
+}
+
+/** Writes the settings the operator changed (the others keep their values or defaults). */
+export async function saveCapacitySettings(trx: Db, partnerId: string, settings: CapacitySettings, now: Date): Promise<void> {
+  const values = {
+    pool: JSON.stringify(settings.pool),
+    per_customer_max: JSON.stringify(settings.perCustomerMax),
+    plans: settings.plans,
+    gpu_profiles: settings.gpuProfiles,
+    updated_at: now,
+  };
+  await trx
+    .insertInto('partner_capacity')
+    .values({ partner_id: partnerId, ...values })
+    .onConflict((oc) => oc.column('partner_id').doUpdateSet(values))
+    .execute();
+}
+
+export class LockNotAvailable extends Error {}
+
+/**
+ * Locks what the partner's customers of this mode hold (the capacity lock: every quota, plan,
+ * creation and teardown of the partner and mode takes it) and returns it. `nowaitMs` bounds the wait:
+ * past it, LockNotAvailable (a quota or plan change answers BUSY rather than queueing).
+ */
+export async function lockAllocation(trx: Db, partnerId: string, mode: KeyMode, nowaitMs?: number): Promise<Resources> {
+  await trx
+    .insertInto('capacity_allocations')
+    .values({ partner_id: partnerId, mode, allocated: JSON.stringify(ZERO) })
+    .onConflict((oc) => oc.columns(['partner_id', 'mode']).doNothing())
+    .execute();
+  if (nowaitMs !== undefined) await sql`select set_config('lock_timeout', ${`${nowaitMs}ms`}, true)`.execute(trx);
+  let row: { allocated: Resources };
+  try {
+    row = await trx
+      .selectFrom('capacity_allocations')
+      .select('allocated')
+      .where('partner_id', '=', partnerId)
+      .where('mode', '=', mode)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
+  } catch (error) {
+    // The transaction is aborted either way; lock_not_available is the one we explain.
+    if ((error as { code?: string }).code === '55P03') throw new LockNotAvailable();
+    throw error;
+  }
+  if (nowaitMs !== undefined) await sql`select set_config('lock_timeout', '0', true)`.execute(trx);
+  return row.allocated;
+}
+
+export async function saveAllocation(trx: Db, partnerId: string, mode: KeyMode, allocated: Resources): Promise<void> {
+  await trx
+    .updateTable('capacity_allocations')
+    .set({ allocated: JSON.stringify(allocated) })
+    .where('partner_id', '=', partnerId)
+    .where('mode', '=', mode)
+    .execute();
+}
+
+/** Returns a removed customer's quota to its pool (in the transaction that removes it). */
+export async function releaseQuota(trx: Db, partnerId: string, mode: KeyMode, quota: Resources): Promise<void> {
+  const allocated = await lockAllocation(trx, partnerId, mode);
+  await saveAllocation(trx, partnerId, mode, subtract(allocated, quota));
+}

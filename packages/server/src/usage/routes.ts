@@ -1,0 +1,46 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Services } from '../app/services.ts';
+import { listOf, ok, success } from '../infra/http/envelope.ts';
+import { CustomerParams } from '../platform/names.ts';
+import { requestTenant } from '../platform/tenant.ts';
+import { CustomerUsageQuery, UsageListQuery, UsageRecord } from './schemas.ts';
+
+/** partner-api.md, `GET /usage`, and CONTRACT §4, Capacity, usage (scope usage:read). */
+export const usageRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+  const { usage, options } = services;
+
+  app.get(
+    '/usage',
+    {
+      config: { scope: 'usage:read' },
+      schema: {
+        operationId: 'listUsage',
+        summary: 'Usage of every customer in a window, by customer id',
+        querystring: UsageListQuery,
+        response: { 200: listOf(UsageRecord) },
+      },
+    },
+    async (request) => {
+      const { limit, cursor, from, to } = request.query;
+      return {
+        status: 'success' as const,
+        ...(await usage.list(requestTenant(request, options.clock), { limit: limit ?? 50, cursor, from, to })),
+      };
+    },
+  );
+
+  app.get(
+    '/customers/:id/usage',
+    {
+      config: { scope: 'usage:read' },
+      schema: {
+        operationId: 'getCustomerUsage',
+        summary: "One customer's usage in a window",
+        params: CustomerParams,
+        querystring: CustomerUsageQuery,
+        response: { 200: success(UsageRecord) },
+      },
+    },
+    async (request) => ok(await usage.forCustomer(requestTenant(request, options.clock), request.params.id, request.query)),
+  );
+};

@@ -1,0 +1,120 @@
+import { findCustomer } from '../customers/store.ts';
+import type { Db } from '../infra/db/database.ts';
+import { notFound, validationError } from '../infra/errors/catalogue.ts';
+import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
+import type { Platform, UsageTotals } from '../platform/platform.ts';
+import { platformContext, type Tenant } from '../platform/tenant.ts';
+import type { UsageRecord } from './schemas.ts';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+const DEFAULT_WINDOW_DAYS = 7;
+
+interface Window {
+  from: Date;
+  to: Date;
+  fromDay: string;
+  toDay: string;
+}
+
+/** `GET /usage` and `GET /customers/{id}/usage`: what the platform measured, per customer. */
+export class UsageService {
+  readonly #db: Db;
+  readonly #cursors: CursorCodec;
+  readonly #platform: Platform;
+
+  constructor(deps: { db: Db; cursors: CursorCodec; platform: Platform }) {
+    this.#db = deps.db;
+    this.#cursors = deps.cursors;
+    this.#platform = deps.platform;
+  }
+
+  /** Every customer by id, a page at a time; usage is computed for the customers of the page only. */
+  async list(
+    tenant: Tenant,
+    query: { limit: number; cursor?: string | undefined; from?: string | undefined; to?: string | undefined },
+  ): Promise<Page<UsageRecord>> {
+    const window = usageWindow(tenant, query);
+    const filters = { partner: tenant.partnerId, mode: tenant.mode, from: window.fromDay, to: window.toDay };
+    let select = this.#db
+      .selectFrom('customers')
+      .select(['id', 'created_at'])
+      .where('partner_id', '=', tenant.partnerId)
+      .where('mode', '=', tenant.mode)
+      .orderBy('id')
+      .limit(query.limit + 1);
+    if (query.cursor !== undefined) {
+      const [last] = this.#cursors.decode(query.cursor, 'usage', filters);
+      select = select.where('id', '>', String(last));
+    }
+    const rows = await select.execute();
+    const page = rows.slice(0, query.limit);
+    const totals = await this.#platform.usage(
+      platformContext(this.#db, tenant),
+      page.map((r) => ({ customerId: r.id, since: r.created_at })),
+      window.from,
+      window.to,
+    );
+    return toPage(
+      rows,
+      query.limit,
+      (row) => toRecord(row.id, window, totals.get(row.id)),
+      (last) => this.#cursors.encode('usage', filters, [last.id]),
+    );
+  }
+
+  async forCustomer(tenant: Tenant, id: string, query: { from?: string | undefined; to?: string | undefined }): Promise<UsageRecord> {
+    const window = usageWindow(tenant, query);
+    const row = await findCustomer(this.#db, tenant, id);
+    if (!row) throw notFound(`Customer ${id}`);
+    const totals = await this.#platform.usage(
+      platformContext(this.#db, tenant),
+      [{ customerId: id, since: row.created_at }],
+      window.from,
+      window.to,
+    );
+    return toRecord(id, window, totals.get(id));
+  }
+}
+
+/** The window of a usage query: UTC days, `to` exclusive, at most the partner's `max_usage_window_days`. */
+function usageWindow(tenant: Tenant, query: { from?: string | undefined; to?: string | undefined }): Window {
+  const day = (value: string, field: 'from' | 'to'): Date => {
+    const at = new Date(`${value}T00:00:00Z`);
+    if (Number.isNaN(at.getTime()) || at.toISOString().slice(0, 10) !== value) {
+      throw validationError([{ in: 'query', field, message: 'is not a calendar date (YYYY-MM-DD)' }]);
+    }
+    return at;
+  };
+  const today = new Date(Math.floor(tenant.now.getTime() / DAY_MS) * DAY_MS);
+  const to = query.to !== undefined ? day(query.to, 'to') : new Date(today.getTime() + DAY_MS);
+  const from = query.from !== undefined ? day(query.from, 'from') : new Date(to.getTime() - DEFAULT_WINDOW_DAYS * DAY_MS);
+  if (from >= to) throw validationError([{ in: 'query', field: 'from', message: 'must be before to' }]);
+  const days = (to.getTime() - from.getTime()) / DAY_MS;
+  const max = tenant.partner.usage_window_days;
+  if (days > max) {
+    throw validationError(
+      [{ in: 'query', field: 'to', message: `makes a window of ${days} days; at most ${max} (limits.max_usage_window_days)` }],
+      undefined,
+      {
+        max_usage_window_days: max,
+        window_days: days,
+      },
+    );
+  }
+  return { from, to, fromDay: from.toISOString().slice(0, 10), toDay: to.toISOString().slice(0, 10) };
+}
+
+/** Hours to six decimals: exact for the sandbox's whole seconds, and stable to compare. */
+const round = (hours: number) => Math.round(hours * 1e6) / 1e6;
+
+function toRecord(customerId: string, window: Window, totals: UsageTotals | undefined): UsageRecord {
+  return {
+    customer_id: customerId,
+    from: window.fromDay,
+    to: window.toDay,
+    vcpu_hours: round(totals?.vcpu_hours ?? 0),
+    memory_gib_hours: round(totals?.memory_gib_hours ?? 0),
+    storage_gib_hours: round(totals?.storage_gib_hours ?? 0),
+    gpu_hours: Object.fromEntries(Object.entries(totals?.gpu_hours ?? {}).map(([p, h]) => [p, round(h)])),
+  };
+}
