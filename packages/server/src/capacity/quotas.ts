@@ -123,6 +123,14 @@ export class QuotaService {
    * the pool's allocation and the events commit together, so `allocated` is always the sum.
    */
   async #change(tenant: Tenant, id: string, settings: CapacitySettings, decide: (row: CustomerRow) => Change): Promise<CustomerRow> {
+    // The platform is asked about GPU usage before the transaction, never while it holds locks (a
+    // platform call may take seconds; on PGlite the one connection would wait on itself). What it
+    // consumes (a test-mode failure) stays consumed when the change is refused.
+    const before = await this.#read(tenant, id);
+    assertChangeable(before);
+    const first = decide(before);
+    const gpuView = gpusReduced(before.quota, first.quota) ? await this.#gpuView(tenant, before.id, first.plan !== undefined) : undefined;
+
     return this.#db.transaction().execute(async (trx) => {
       const row = await lockCustomer(trx, tenant, id);
       if (!row) throw notFound(`Customer ${id}`);
@@ -135,13 +143,14 @@ export class QuotaService {
         allocated = await lockAllocation(trx, tenant.partnerId, tenant.mode, CAPACITY_LOCK_WAIT_MS);
       } catch (error) {
         if (!(error instanceof LockNotAvailable)) throw error;
-        throw new ApiError('BUSY', 'Another capacity change for this partner is under way; retry shortly.', {
-          retryAfter: RETRY_AFTER_S.busy,
-          details: { customer_id: id },
-        });
+        throw busy(id);
       }
       assertPoolFits(settings.pool, allocated, row.quota, quota);
-      await this.#assertGpusFree(trx, tenant, row, quota, plan !== undefined);
+      if (gpusReduced(row.quota, quota)) {
+        // A concurrent change raised the grant since the platform was asked: ask again.
+        if (!gpuView) throw busy(id);
+        assertGpuReduction(quota, gpuView.inUse, gpuView.workloads);
+      }
 
       const updated = await updateCustomer(trx, row.uid, {
         quota,
@@ -158,21 +167,34 @@ export class QuotaService {
     });
   }
 
-  /** A GPU grant may only go down to what running workloads use; the platform must be able to say. */
-  async #assertGpusFree(trx: Db, tenant: Tenant, row: CustomerRow, wanted: Resources, planChange: boolean): Promise<void> {
-    const reduced = Object.entries(row.quota.gpus).some(([profile, n]) => (wanted.gpus[profile] ?? 0) < n);
-    if (!reduced) return;
-    const ctx = platformContext(trx, tenant);
-    const inUse = await this.#platform.gpuUsage(ctx, row.id);
+  /** What running workloads use of each GPU profile (and, for a plan change, which workloads); the platform must be able to say. */
+  async #gpuView(tenant: Tenant, customerId: string, planChange: boolean): Promise<GpuView> {
+    const ctx = platformContext(this.#db, tenant);
+    const inUse = await this.#platform.gpuUsage(ctx, customerId);
     if (!inUse) {
       throw new ApiError('GPU_USAGE_UNAVAILABLE', 'GPU usage could not be verified for this change; retry shortly.', {
         retryAfter: RETRY_AFTER_S.gpuUsage,
-        details: { customer_id: row.id },
+        details: { customer_id: customerId },
       });
     }
-    const workloads = planChange ? await this.#platform.listWorkloads(ctx, row.id) : undefined;
-    assertGpuReduction(wanted, inUse, workloads ? { vms: workloads.vms, databases: workloads.databases } : undefined);
+    if (!planChange) return { inUse };
+    const workloads = await this.#platform.listWorkloads(ctx, customerId);
+    return { inUse, workloads: { vms: workloads.vms, databases: workloads.databases } };
   }
+}
+
+type GpuView = { inUse: Parameters<typeof assertGpuReduction>[1]; workloads?: Parameters<typeof assertGpuReduction>[2] };
+
+/** Whether any GPU profile's grant goes down. */
+function gpusReduced(from: Resources, to: Resources): boolean {
+  return Object.entries(from.gpus).some(([profile, n]) => (to.gpus[profile] ?? 0) < n);
+}
+
+function busy(customerId: string): ApiError {
+  return new ApiError('BUSY', 'Another capacity change for this partner is under way; retry shortly.', {
+    retryAfter: RETRY_AFTER_S.busy,
+    details: { customer_id: customerId },
+  });
 }
 
 /** A quota or plan change needs a customer that exists on the platform and is not going away. */

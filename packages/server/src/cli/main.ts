@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { type Config, ConfigError, loadConfig } from '../config/config.ts';
+import { registerCapacityCommands } from './capacity-commands.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRows } from './output.ts';
@@ -54,6 +55,7 @@ program
 
 registerPartnerCommands(program);
 registerKeyCommands(program);
+registerCapacityCommands(program);
 
 program
   .command('audit')
