@@ -131,6 +131,76 @@ if (target) {
       assert.equal((await exchange(server, key)).status, 401);
     });
 
+    test('plans list|set, partners plans, capacity show|set and gpu-profiles set: tables by default, JSON with --json', async () => {
+      const table = await cli('plans', 'list');
+      assert.equal(table.code, 0, table.stderr);
+      assert.match(table.stdout, /ID\s+│\s+NAME\s+│\s+VCPU/);
+      assert.match(table.stdout, /standard\s+│\s+Standard\s+│\s+2\s+│\s+8\s+│\s+50\s+│\s+-/);
+
+      const plan = await json<{ id: string; quota: Record<string, unknown> }>(
+        'plans',
+        'set',
+        'cli-gpu',
+        '--name',
+        'CLI GPU',
+        '--vcpu',
+        '8',
+        '--memory-gib',
+        '32',
+        '--storage-gib',
+        '100',
+        '--gpu',
+        'l4-24gb=1',
+      );
+      assert.deepEqual(plan.quota, { vcpu: 8, memory_gib: 32, storage_gib: 100, gpus: { 'l4-24gb': 1 } });
+      assert.ok((await json<{ id: string }[]>('plans', 'list')).some((p) => p.id === 'cli-gpu'));
+
+      await json('partners', 'create', 'cli-cap', '--name', 'Capacity Co');
+      const plans = await json<{ plans: string[] }>('partners', 'plans', 'cli-cap', 'standard', 'cli-gpu');
+      assert.deepEqual(plans.plans, ['cli-gpu', 'standard']);
+      const profiles = await json<{ gpu_profiles: string[] }>('gpu-profiles', 'set', 'cli-cap', 'l4-24gb');
+      assert.deepEqual(profiles.gpu_profiles, ['l4-24gb']);
+      const set = await json<{ pool: { vcpu: number; gpus: Record<string, number> }; per_customer_max: { vcpu: number } }>(
+        'capacity',
+        'set',
+        'cli-cap',
+        '--vcpu',
+        '120',
+        '--gpu',
+        'l4-24gb=3',
+        '--per-customer-vcpu',
+        '16',
+      );
+      assert.equal(set.pool.vcpu, 120);
+      assert.equal(set.pool.gpus['l4-24gb'], 3);
+      assert.equal(set.per_customer_max.vcpu, 16);
+
+      const shown = await cli('capacity', 'show', 'cli-cap');
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.match(shown.stdout, /DIMENSION\s+│\s+POOL\s+│\s+ALLOCATED LIVE\s+│\s+ALLOCATED TEST\s+│\s+PER CUSTOMER/);
+      assert.match(shown.stdout, /vcpu\s+│\s+120\s+│\s+0\s+│\s+0\s+│\s+16/);
+      assert.match(shown.stdout, /gpus\.l4-24gb\s+│\s+3\s+│/);
+      assert.match(shown.stdout, /plans: cli-gpu, standard/);
+
+      const audit = await json<{ action: string; target: string }[]>('audit', '--limit', '10');
+      for (const action of ['plan.set', 'partner.plans', 'partner.gpu_profiles', 'partner.capacity']) {
+        assert.ok(
+          audit.some((entry) => entry.action === action),
+          `audited ${action}`,
+        );
+      }
+
+      const nothing = await cli('capacity', 'set', 'cli-cap');
+      assert.equal(nothing.code, 2);
+      assert.match(nothing.stderr, /nothing to change/);
+      const badGpu = await cli('plans', 'set', 'x', '--name', 'x', '--vcpu', '1', '--memory-gib', '1', '--storage-gib', '1', '--gpu', 'l4');
+      assert.equal(badGpu.code, 2);
+      assert.match(badGpu.stderr, /--gpu must be PROFILE=N/);
+      const unknownPlan = await cli('partners', 'plans', 'cli-cap', 'no-such-plan');
+      assert.equal(unknownPlan.code, 1);
+      assert.match(unknownPlan.stderr, /VALIDATION_ERROR|NOT_FOUND/);
+    });
+
     test('errors are one clear line on stderr and a non-zero exit', async () => {
       const missing = await cli('partners', 'show', 'no-such-partner');
       assert.equal(missing.code, 1);

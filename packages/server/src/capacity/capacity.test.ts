@@ -73,7 +73,7 @@ for (const target of testDatabases()) {
           400,
           'VALIDATION_ERROR',
         );
-        assert.ok((unknown.details?.known_gpu_profiles as string[]).includes('a100-40gb'));
+        assert.ok((unknown.details?.known_gpu_profiles as string[] | undefined)?.includes('a100-40gb'));
         const audit = await operatorApi<{ data: { action: string; target: string }[] }>(server, 'GET', '/audit?limit=5');
         assert.ok(audit.body.data.some((entry) => entry.action === 'plan.set' && entry.target === 'plan/lab-xl'));
       });
@@ -387,6 +387,19 @@ for (const target of testDatabases()) {
         assertError(await api(p.test, 'GET', '/usage?from=2026-02-30'), 400, 'VALIDATION_ERROR');
         assertError(await api(p.test, 'GET', `/usage?from=${day(1)}&to=${day(0)}`), 400, 'VALIDATION_ERROR');
         assertError(await api(p.live, 'GET', '/customers/u1/usage'), 404, 'NOT_FOUND');
+      });
+
+      test("whoami's limits are the values enforced: the usage window follows the operator's change", async () => {
+        const p = await partnerWithModes(server, 'window');
+        const changed = await operatorApi(server, 'PATCH', '/partners/window', { body: { limits: { max_usage_window_days: 10 } } });
+        assert.equal(changed.status, 200, changed.text);
+        // Every process notices a partner change within its cache's 2 s.
+        server.clock.advance(3_000);
+        const whoami = await api<{ data: { limits: { max_usage_window_days: number } } }>(p.live, 'GET', '/auth/whoami');
+        assert.equal(whoami.body.data.limits.max_usage_window_days, 10);
+        const tooLong = assertError(await api(p.live, 'GET', '/usage?from=2026-01-01&to=2026-01-12'), 400, 'VALIDATION_ERROR');
+        assert.equal(tooLong.details?.max_usage_window_days, 10);
+        assert.equal((await api(p.live, 'GET', '/usage?from=2026-01-01&to=2026-01-11')).status, 200);
       });
     });
 

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
-import { column, printRecord, printRows } from './output.ts';
+import { column, printRows } from './output.ts';
 
 /** CONTRACT §3: the plan catalogue, which plans a partner may assign, capacity pools and GPU profiles. */
 export function registerCapacityCommands(program: Command): void {
