@@ -12,8 +12,10 @@
  *       page 90% deep (goal: within 1.5x of the first)
  *   (g) webhooks (bench/webhooks.ts): deliveries per second to an HTTPS receiver,
  *       and delivery lag p50/p99 at 200 events per second (goal: p99 under 1 s)
+ *   (h) quotas (bench/quotas.ts): PUT /customers/{id}/quota per second for one
+ *       partner (serialised by its capacity lock) and across 50 partners
  *
- * BENCH_ONLY=api or BENCH_ONLY=webhooks runs one part.
+ * BENCH_ONLY=api, webhooks or quotas runs one part.
  * The server runs in its own process (as `tenantry serve`); the load comes
  * from this one, over loopback. Set TENANTRY_BENCH_DATABASE_URL to choose the
  * PostgreSQL server (default: the local test database, skipped if unreachable).
@@ -28,6 +30,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { spawnServe } from '../test/serve-process.ts';
 import { OPERATOR_TOKEN, openServerDatabase, operator, partnerToken } from './common.ts';
+import { benchQuotas } from './quotas.ts';
 import { benchWebhooks } from './webhooks.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
@@ -98,6 +101,10 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
       id: 'bench',
       display_name: 'Bench',
       limits: { max_customers: 0, max_open_operations: 10_000, rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
+    });
+    // The default pool holds 500 standard customers; (e) and (f) need more.
+    await operator(server, 'PUT', '/partners/bench/capacity', {
+      pool: { vcpu: 1_000_000, memory_gib: 4_000_000, storage_gib: 50_000_000 },
     });
     const first = String((await operator(server, 'POST', '/partners/bench/keys', {})).key);
     let token = await partnerToken(server, first);
@@ -267,7 +274,7 @@ function print(results: Result[], baseline: Result): void {
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
-// BENCH_ONLY=api or BENCH_ONLY=webhooks runs one part; both by default.
+// BENCH_ONLY=api, webhooks or quotas runs one part; all by default.
 const only = process.env.BENCH_ONLY;
 const baseline = await bare();
 const results: Result[] = [baseline];
@@ -286,11 +293,15 @@ async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>):
     await postgres.drop();
   }
 }
-if (only !== 'webhooks') {
+if (only === undefined || only === 'api') {
   results.push(...(await benchDatabase('PGlite', embedded(), notes)));
   results.push(...((await onPostgres((env) => benchDatabase('PostgreSQL', env, notes))) ?? []));
 }
-if (only !== 'api') {
+if (only === undefined || only === 'quotas') {
+  notes.lines.push(...(await benchQuotas('PGlite', embedded())));
+  notes.lines.push(...((await onPostgres((env) => benchQuotas('PostgreSQL', env))) ?? []));
+}
+if (only === undefined || only === 'webhooks') {
   notes.lines.push(...(await benchWebhooks('PGlite', embedded())));
   notes.lines.push(...((await onPostgres((env) => benchWebhooks('PostgreSQL', env))) ?? []));
 }

@@ -129,6 +129,8 @@ export class QuotaService {
     const before = await this.#read(tenant, id);
     assertChangeable(before);
     const first = decide(before);
+    assertProjectCaps(first.quota, first.caps);
+    assertPerCustomer(first.quota, settings.perCustomerMax);
     const gpuView = gpusReduced(before.quota, first.quota) ? await this.#gpuView(tenant, before.id, first.plan !== undefined) : undefined;
 
     return this.#db.transaction().execute(async (trx) => {
