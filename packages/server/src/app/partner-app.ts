@@ -8,6 +8,7 @@ import { customerRoutes } from '../customers/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
+import { registerOpenApi } from '../openapi/document.ts';
 import { operationRoutes } from '../operations/routes.ts';
 import { projectRoutes } from '../projects/routes.ts';
 import { testHelperRoutes } from '../test-mode/routes.ts';
@@ -18,6 +19,15 @@ import { healthRoutes } from './health.ts';
 import type { Services } from './services.ts';
 
 export const PARTNER_API_PREFIX = '/api/public/v1';
+/** One route of the partner API as registered: what the OpenAPI document must describe. */
+export interface PartnerRoute {
+  method: string;
+  url: string;
+  scope: string | undefined;
+}
+
+/** The contract's version, as the OpenAPI document's `info.version`. */
+export const API_VERSION = '1.0.0';
 
 /**
  * The partner API's composition root. Order: infrastructure first (request
@@ -28,6 +38,16 @@ export const PARTNER_API_PREFIX = '/api/public/v1';
 export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
   const app = createHttpApp(logger, 'partner-api', { trustProxy });
+  // Before any route: the document is built from the routes as they are added.
+  await registerOpenApi(app, { version: API_VERSION });
+  const partnerRoutes: PartnerRoute[] = [];
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith(`${PARTNER_API_PREFIX}/`) || route.url.endsWith('/openapi.json')) return;
+    for (const method of [route.method].flat()) {
+      if (method === 'HEAD') continue;
+      partnerRoutes.push({ method, url: route.url, scope: (route.config as { scope?: string } | undefined)?.scope });
+    }
+  });
 
   await app.register(healthRoutes, { db: database.db });
   await app.register(consoleRoutes, { services });
@@ -45,9 +65,11 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
       await api.register(webhookRoutes, { services });
       await api.register(eventRoutes, { services });
       await api.register(testHelperRoutes, { services });
+      // Public, like the token endpoint: partners and CI fetch the contract without a key.
+      api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       for (const routes of extraRoutes) await api.register(routes, { services });
     },
     { prefix: PARTNER_API_PREFIX },
   );
-  return app;
+  return Object.assign(app, { partnerRoutes });
 }

@@ -14,11 +14,17 @@ import type { Resolver } from '../webhooks/destination.ts';
 import { buildPartnerApp } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
 
+export type { PartnerRoute } from './partner-app.ts';
+
+import type { PartnerRoute } from './partner-app.ts';
+
 export interface RunningServer {
   services: Services;
   partnerUrl: string;
   operatorUrl: string;
   operatorToken: string;
+  /** Every route of the partner API with its scope (undefined: public), as registered. */
+  partnerRoutes(): PartnerRoute[];
   /** Drains in-flight requests, stops background work and closes the database. */
   close(): Promise<void>;
 }
@@ -106,6 +112,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       partnerUrl,
       operatorUrl,
       operatorToken,
+      partnerRoutes: () => partnerApp.partnerRoutes,
       close: () => {
         closing ??= (async () => {
           clearInterval(maintenance);

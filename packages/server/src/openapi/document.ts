@@ -1,0 +1,176 @@
+import swagger from '@fastify/swagger';
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import type { Scope } from '../auth/scopes.ts';
+import { EventBody } from '../events/schemas.ts';
+import { EVENT_TYPES } from '../events/store.ts';
+import { ERROR_CATALOGUE, type ErrorCode } from '../infra/errors/catalogue.ts';
+
+/**
+ * The partner API's OpenAPI 3.1 document, generated from the route schemas that validate requests and
+ * responses (`@fastify/swagger` reads them as routes are added). What the route schemas do not say is
+ * added here once for every route: the security scope, the error responses with their codes, the
+ * headers every response carries, and the webhook payloads.
+ */
+
+const SCOPES: Record<Scope, string> = {
+  'customers:read': 'Read customers, projects, users, operations, quotas, capacity, webhooks and events',
+  'customers:write': 'Create, change, suspend, resume and delete; configure webhooks',
+  'customers:sso': 'Mint one-click console logins',
+  'usage:read': 'Read usage',
+};
+
+const ErrorEnvelope = Type.Object(
+  {
+    status: Type.Literal('error'),
+    error: Type.Object({
+      code: Type.String({ description: 'One of the codes listed in the response description.' }),
+      message: Type.String(),
+      request_id: Type.String({ description: 'Equal to the `X-Request-Id` header.' }),
+      details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    }),
+  },
+  { $id: 'ErrorEnvelope', title: 'ErrorEnvelope' },
+);
+
+const header = (description: string, type: 'string' | 'integer' = 'string') => ({ description, schema: { type } });
+const HEADERS = {
+  'X-Request-Id': header('The request id; equal to `error.request_id` on errors.'),
+  'X-RateLimit-Limit': header("The partner's requests per minute.", 'integer'),
+  'X-RateLimit-Remaining': header('Requests left in the current window.', 'integer'),
+  'X-RateLimit-Reset': header('Seconds until the window is full again.', 'integer'),
+  'Retry-After': header('Seconds to wait before retrying.', 'integer'),
+};
+
+/** Which error codes a route can answer: the ones every route shares, by what the route is. */
+function errorCodes(route: { method: string; url: string; scope: string | undefined }): ErrorCode[] {
+  const codes: ErrorCode[] = ['VALIDATION_ERROR', 'INTERNAL_ERROR', 'UNAVAILABLE'];
+  if (route.scope !== undefined) codes.push('UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'PARTNER_NOT_READY');
+  if (route.url.includes('{')) codes.push('NOT_FOUND');
+  if (route.method !== 'GET' && route.scope !== undefined) codes.push('IDEMPOTENCY_KEY_REUSED', 'IDEMPOTENCY_KEY_IN_PROGRESS');
+  return codes;
+}
+
+function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) {
+    const status = ERROR_CATALOGUE[code].status;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
+  }
+  const responses: Record<string, unknown> = {};
+  for (const [status, list] of [...byStatus].sort(([a], [b]) => a - b)) {
+    const retry = list.some((code) => ERROR_CATALOGUE[code].retryable) && status !== 500;
+    responses[String(status)] = {
+      description: `Error codes: ${list.join(', ')}.`,
+      headers: {
+        'X-Request-Id': { $ref: '#/components/headers/X-Request-Id' },
+        ...(retry ? { 'Retry-After': { $ref: '#/components/headers/Retry-After' } } : {}),
+      },
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } },
+    };
+  }
+  return responses;
+}
+
+interface Operation {
+  security?: unknown[];
+  parameters?: Record<string, unknown>[];
+  responses?: Record<string, { description?: string; headers?: Record<string, unknown>; content?: unknown }>;
+}
+interface OpenApiDocument {
+  paths?: Record<string, Record<string, Operation>>;
+  [key: string]: unknown;
+}
+
+const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
+
+/** What the route schemas do not say, added to every operation: headers, error responses, Idempotency-Key. */
+function completeOperations(document: OpenApiDocument): OpenApiDocument {
+  for (const [path, operations] of Object.entries(document.paths ?? {})) {
+    for (const [method, operation] of Object.entries(operations)) {
+      const authenticated = (operation.security ?? []).length > 0;
+      const headers = authenticated
+        ? {
+            'X-Request-Id': ref('X-Request-Id'),
+            'X-RateLimit-Limit': ref('X-RateLimit-Limit'),
+            'X-RateLimit-Remaining': ref('X-RateLimit-Remaining'),
+            'X-RateLimit-Reset': ref('X-RateLimit-Reset'),
+          }
+        : { 'X-Request-Id': ref('X-Request-Id') };
+      const responses = operation.responses ?? {};
+      for (const response of Object.values(responses)) response.headers = { ...response.headers, ...headers };
+      const scope = authenticated ? 'token' : undefined;
+      Object.assign(responses, errorResponses(errorCodes({ method: method.toUpperCase(), url: path, scope })));
+      operation.responses = responses;
+      if (authenticated && method !== 'get') {
+        operation.parameters = [
+          ...(operation.parameters ?? []),
+          {
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: false,
+            description: 'Makes a retry safe: the same key within 24 hours answers with the first response.',
+            schema: { type: 'string', minLength: 1, maxLength: 255 },
+          },
+        ];
+      }
+    }
+  }
+  return document;
+}
+
+export async function registerOpenApi(app: FastifyInstance, options: { version: string }): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Tenantry partner API',
+        version: options.version,
+        description: 'Manage customers, projects, users, quotas and webhooks of a GPU and VM cloud as its reseller.',
+      },
+      servers: [{ url: '/' }],
+      components: {
+        securitySchemes: {
+          partnerToken: {
+            type: 'oauth2',
+            description: 'Exchange an API key at `POST /api/public/v1/auth/token` for a bearer token (15 minutes).',
+            flows: { clientCredentials: { tokenUrl: '/api/public/v1/auth/token', scopes: SCOPES } },
+          },
+        },
+        headers: HEADERS,
+        schemas: { ErrorEnvelope: ErrorEnvelope as never },
+      },
+      webhooks: Object.fromEntries(
+        [...EVENT_TYPES, 'ping'].map((type) => [
+          type,
+          {
+            post: {
+              summary: `The ${type} event, delivered to the partner's receiver`,
+              parameters: ['X-Service-Signature', 'X-Service-Timestamp', 'X-Service-Event', 'X-Service-Delivery'].map((name) => ({
+                name,
+                in: 'header',
+                required: true,
+                schema: { type: 'string' },
+              })),
+              requestBody: {
+                required: true,
+                content: {
+                  'application/json': { schema: { ...EventBody, properties: { ...EventBody.properties, event: { const: type } } } },
+                },
+              },
+              responses: { '200': { description: 'Any 2xx acknowledges the delivery.' } },
+            },
+          },
+        ]),
+      ) as never,
+    },
+    // Only the partner API itself: health, console pages and this document stay out.
+    transform: ({ schema, url, route }) => {
+      if (!url.startsWith('/api/public/v1/') || url.endsWith('/openapi.json')) return { schema: { ...schema, hide: true }, url };
+      const scope = (route.config as { scope?: Scope | 'any' } | undefined)?.scope;
+      const security = scope === undefined ? [] : [{ partnerToken: scope === 'any' ? [] : [scope] }];
+      return { schema: { ...schema, security } as typeof schema, url };
+    },
+    transformObject: (documentObject) => completeOperations((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
+  });
+}

@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { http } from '../../test/client.ts';
+import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
+import { EVENT_TYPES } from '../events/store.ts';
+
+const COMMITTED = fileURLToPath(new URL('../../../../docs/openapi.json', import.meta.url));
+
+interface Operation {
+  operationId?: string;
+  security?: Record<string, string[]>[];
+  parameters?: { name: string; in: string }[];
+  responses: Record<string, { headers?: Record<string, unknown> }>;
+}
+interface Document {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  webhooks: Record<string, unknown>;
+}
+
+// The document does not depend on the database: one is enough.
+const target = testDatabases()[0];
+if (target) {
+  describe('the OpenAPI document', () => {
+    let server: TestServer;
+    let document: Document;
+    before(async () => {
+      server = await startTestServer(target);
+      const fetched = await http<Document>(server.partnerUrl, 'GET', '/api/public/v1/openapi.json');
+      assert.equal(fetched.status, 200, fetched.text);
+      document = fetched.body;
+    });
+    after(() => server.stop());
+
+    test('GET /api/public/v1/openapi.json needs no token and is a valid OpenAPI 3.1 document', async () => {
+      assert.equal(document.openapi, '3.1.0');
+      const validator = new Validator();
+      const result = await validator.validate(structuredClone(document) as never);
+      assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
+    });
+
+    test('the committed docs/openapi.json is the generated one (run `npm run openapi` after changing a route)', () => {
+      const committed = JSON.parse(readFileSync(COMMITTED, 'utf8')) as unknown;
+      assert.deepEqual(committed, document, 'docs/openapi.json is stale: run `npm run openapi` and commit it');
+    });
+
+    test('every partner route is documented, with its scope, its error codes, headers and Idempotency-Key', () => {
+      const routes = server.partnerRoutes();
+      assert.ok(routes.length > 20);
+      for (const { method, url, scope } of routes) {
+        const path = url.replace(/:([A-Za-z_]+)/g, '{$1}');
+        const operation = document.paths[path]?.[method.toLowerCase()];
+        assert.ok(operation, `${method} ${path} is in the document`);
+        assert.ok(operation.operationId, `${method} ${path} has an operationId`);
+        if (scope === undefined) {
+          assert.deepEqual(operation.security, [], `${method} ${path} is public`);
+        } else {
+          assert.deepEqual(operation.security, [{ partnerToken: scope === 'any' ? [] : [scope] }], `${method} ${path} needs ${scope}`);
+          for (const status of ['400', '401', '403', '429', '500', '503']) {
+            assert.ok(operation.responses[status], `${method} ${path} documents ${status}`);
+          }
+          const ok = Object.entries(operation.responses).find(([status]) => status.startsWith('2'));
+          assert.ok(ok?.[1].headers?.['X-RateLimit-Remaining'], `${method} ${path} documents the rate-limit headers`);
+          assert.ok(ok?.[1].headers?.['X-Request-Id']);
+        }
+        const idempotent = (operation.parameters ?? []).some((p) => p.in === 'header' && p.name === 'Idempotency-Key');
+        assert.equal(idempotent, scope !== undefined && method !== 'GET', `${method} ${path}: Idempotency-Key on authenticated mutations`);
+      }
+    });
+
+    test('the webhooks section has every event kind and ping, with the signature headers', () => {
+      assert.deepEqual(Object.keys(document.webhooks).sort(), [...EVENT_TYPES, 'ping'].sort());
+      assert.match(JSON.stringify(document.webhooks['customer.ready']), /X-Service-Signature/);
+    });
+  });
+}
