@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { checkContract } from './contract.ts';
 
 export interface HttpResult<T = Record<string, unknown>> {
   status: number;
@@ -38,6 +39,7 @@ export async function http<T = Record<string, unknown>>(
   } catch {
     parsed = undefined;
   }
+  checkContract(method, `${baseUrl}${path}`, response.status, response.headers, parsed);
   return { status: response.status, headers: response.headers, body: parsed as T, text };
 }
 

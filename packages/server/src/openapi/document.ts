@@ -38,16 +38,72 @@ const HEADERS = {
   'X-Request-Id': header('The request id; equal to `error.request_id` on errors.'),
   'X-RateLimit-Limit': header("The partner's requests per minute.", 'integer'),
   'X-RateLimit-Remaining': header('Requests left in the current window.', 'integer'),
-  'X-RateLimit-Reset': header('Seconds until the window is full again.', 'integer'),
   'Retry-After': header('Seconds to wait before retrying.', 'integer'),
 };
 
-/** Which error codes a route can answer: the ones every route shares, by what the route is. */
-function errorCodes(route: { method: string; url: string; scope: string | undefined }): ErrorCode[] {
+const CHANGE: ErrorCode[] = ['CONFLICT', 'NOT_READY', 'TOO_MANY_OPERATIONS'];
+const CAPACITY: ErrorCode[] = [
+  'PLAN_NOT_ALLOWED',
+  'GPU_PROFILE_NOT_ALLOWED',
+  'CUSTOMER_CAPACITY_EXCEEDED',
+  'PARTNER_CAPACITY_EXCEEDED',
+  'BUSY',
+];
+
+/**
+ * The codes each operation answers beyond those every route of its kind shares (see `errorCodes`).
+ * One table, beside the catalogue, so the document lists them by status; a route missing here fails
+ * the OpenAPI test.
+ */
+export const OPERATION_ERRORS: Record<string, ErrorCode[]> = {
+  exchangeToken: ['UNAUTHORIZED', 'PARTNER_SUSPENDED', 'PARTNER_NOT_READY', 'RATE_LIMITED'],
+  whoami: [],
+  createCustomer: ['ALREADY_EXISTS', 'LIMIT_REACHED', 'TOO_MANY_OPERATIONS', ...CAPACITY],
+  listCustomers: [],
+  getCustomer: [],
+  deleteCustomer: CHANGE,
+  suspendCustomer: CHANGE,
+  resumeCustomer: CHANGE,
+  createProject: ['ALREADY_EXISTS', 'LIMIT_REACHED', ...CHANGE],
+  listProjects: [],
+  getProject: [],
+  deleteProject: CHANGE,
+  createUser: ['ALREADY_EXISTS', ...CHANGE],
+  listUsers: [],
+  getUser: [],
+  deleteUser: CHANGE,
+  createConsoleLogin: ['CONFLICT', 'USER_ACTION_REQUIRED'],
+  listOperations: [],
+  getOperation: [],
+  listPlans: [],
+  getCapacity: [],
+  getQuota: [],
+  putQuota: ['QUOTA_EXCEEDED', 'CONFLICT', 'NOT_READY', 'GPU_ENTITLEMENT_REDUCTION_BLOCKED', 'GPU_USAGE_UNAVAILABLE', ...CAPACITY],
+  getCustomerPlan: [],
+  putCustomerPlan: ['QUOTA_EXCEEDED', 'CONFLICT', 'NOT_READY', 'GPU_ENTITLEMENT_REDUCTION_BLOCKED', 'GPU_USAGE_UNAVAILABLE', ...CAPACITY],
+  listUsage: [],
+  getCustomerUsage: [],
+  putWebhook: [],
+  getWebhook: ['NOT_FOUND'],
+  deleteWebhook: ['NOT_FOUND'],
+  rotateWebhookSecret: ['NOT_FOUND'],
+  testWebhook: ['NOT_FOUND', 'NOT_CONFIGURED'],
+  listWebhookDeliveries: [],
+  listEvents: [],
+  // The test helpers answer 404 to live tokens.
+  testInjectFailure: ['NOT_FOUND'],
+  testSetWorkloads: ['NOT_FOUND'],
+  testSetRequiredActions: ['NOT_FOUND'],
+  testAdvanceClock: ['NOT_FOUND'],
+};
+
+/** Which error codes a route can answer: the ones every route of its kind shares, then its own. */
+function errorCodes(route: { method: string; url: string; scope: string | undefined; operationId: string | undefined }): ErrorCode[] {
   const codes: ErrorCode[] = ['VALIDATION_ERROR', 'INTERNAL_ERROR', 'UNAVAILABLE'];
   if (route.scope !== undefined) codes.push('UNAUTHORIZED', 'FORBIDDEN', 'RATE_LIMITED', 'PARTNER_NOT_READY');
   if (route.url.includes('{')) codes.push('NOT_FOUND');
   if (route.method !== 'GET' && route.scope !== undefined) codes.push('IDEMPOTENCY_KEY_REUSED', 'IDEMPOTENCY_KEY_IN_PROGRESS');
+  for (const code of OPERATION_ERRORS[route.operationId ?? ''] ?? []) if (!codes.includes(code)) codes.push(code);
   return codes;
 }
 
@@ -73,6 +129,7 @@ function errorResponses(codes: ErrorCode[]): Record<string, unknown> {
 }
 
 interface Operation {
+  operationId?: string;
   security?: unknown[];
   parameters?: Record<string, unknown>[];
   responses?: Record<string, { description?: string; headers?: Record<string, unknown>; content?: unknown }>;
@@ -94,13 +151,15 @@ function completeOperations(document: OpenApiDocument): OpenApiDocument {
             'X-Request-Id': ref('X-Request-Id'),
             'X-RateLimit-Limit': ref('X-RateLimit-Limit'),
             'X-RateLimit-Remaining': ref('X-RateLimit-Remaining'),
-            'X-RateLimit-Reset': ref('X-RateLimit-Reset'),
           }
         : { 'X-Request-Id': ref('X-Request-Id') };
       const responses = operation.responses ?? {};
       for (const response of Object.values(responses)) response.headers = { ...response.headers, ...headers };
       const scope = authenticated ? 'token' : undefined;
-      Object.assign(responses, errorResponses(errorCodes({ method: method.toUpperCase(), url: path, scope })));
+      Object.assign(
+        responses,
+        errorResponses(errorCodes({ method: method.toUpperCase(), url: path, scope, operationId: operation.operationId })),
+      );
       operation.responses = responses;
       if (authenticated && method !== 'get') {
         operation.parameters = [

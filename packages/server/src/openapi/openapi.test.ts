@@ -4,8 +4,11 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { http } from '../../test/client.ts';
+import { checkContract } from '../../test/contract.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { EVENT_TYPES } from '../events/store.ts';
+import { ERROR_CATALOGUE } from '../infra/errors/catalogue.ts';
+import { OPERATION_ERRORS } from './document.ts';
 
 const COMMITTED = fileURLToPath(new URL('../../../../docs/openapi.json', import.meta.url));
 
@@ -42,6 +45,28 @@ if (target) {
       assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
     });
 
+    test('every $ref points into the document', () => {
+      const refs = [...JSON.stringify(document).matchAll(/"\$ref":"#\/([^"]+)"/g)].map((m) => m[1] ?? '');
+      assert.ok(refs.length > 0);
+      for (const ref of new Set(refs)) {
+        const target = ref.split('/').reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], document);
+        assert.ok(target, `#/${ref} resolves`);
+      }
+    });
+
+    test('the contract check refuses a body that does not match and a status the document does not list', () => {
+      const headers = new Headers({ 'x-request-id': 'req_1', 'x-ratelimit-limit': '1', 'x-ratelimit-remaining': '1' });
+      const url = `${server.partnerUrl}/api/public/v1/customers/acme/quota`;
+      assert.throws(
+        () => checkContract('GET', url, 200, headers, { status: 'success', data: { customer_id: 7 } }),
+        /does not match getQuota/,
+      );
+      assert.throws(() => checkContract('GET', url, 418, headers, {}), /does not list/);
+      assert.throws(() => checkContract('GET', url, 200, new Headers(), {}), /lacks the documented header X-Request-Id/);
+      const envelope = { status: 'error', error: { code: 'NOT_FOUND', message: 'm', request_id: 'req_1' } };
+      checkContract('GET', url, 404, headers, envelope);
+    });
+
     test('the committed docs/openapi.json is the generated one (run `npm run openapi` after changing a route)', () => {
       const committed = JSON.parse(readFileSync(COMMITTED, 'utf8')) as unknown;
       assert.deepEqual(committed, document, 'docs/openapi.json is stale: run `npm run openapi` and commit it');
@@ -55,6 +80,7 @@ if (target) {
         const operation = document.paths[path]?.[method.toLowerCase()];
         assert.ok(operation, `${method} ${path} is in the document`);
         assert.ok(operation.operationId, `${method} ${path} has an operationId`);
+        assert.ok(operation.operationId in OPERATION_ERRORS, `${operation.operationId} lists its error codes in OPERATION_ERRORS`);
         if (scope === undefined) {
           assert.deepEqual(operation.security, [], `${method} ${path} is public`);
         } else {
@@ -69,6 +95,17 @@ if (target) {
         const idempotent = (operation.parameters ?? []).some((p) => p.in === 'header' && p.name === 'Idempotency-Key');
         assert.equal(idempotent, scope !== undefined && method !== 'GET', `${method} ${path}: Idempotency-Key on authenticated mutations`);
       }
+    });
+
+    test("each operation's own error codes are documented under their status", () => {
+      const putQuota = document.paths['/api/public/v1/customers/{id}/quota']?.put as Operation & {
+        responses: Record<string, { description: string }>;
+      };
+      for (const code of OPERATION_ERRORS.putQuota ?? []) {
+        const status = String(ERROR_CATALOGUE[code].status);
+        assert.match(putQuota.responses[status]?.description ?? '', new RegExp(`\\b${code}\\b`), `${code} under ${status}`);
+      }
+      assert.ok(putQuota.responses['503']?.description.includes('GPU_USAGE_UNAVAILABLE'));
     });
 
     test('the webhooks section has every event kind and ping, with the signature headers', () => {

@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+/**
+ * The contract check: every partner API response the test suites receive is validated against the
+ * committed OpenAPI document (docs/openapi.json), by operation and status: the body against its
+ * schema, and the documented headers' presence. An undocumented status is a failure too. The test
+ * client calls `checkContract` for every response, so each integration test is also a contract test.
+ */
+const PREFIX = '/api/public/v1';
+const ERROR_ENVELOPE_ID = 'https://tenantry.invalid/schemas/ErrorEnvelope';
+const DOCUMENT_PATH = fileURLToPath(new URL('../../../docs/openapi.json', import.meta.url));
+
+interface Response {
+  headers?: Record<string, unknown>;
+  content?: { 'application/json'?: { schema?: unknown } };
+}
+interface Operation {
+  operationId: string;
+  responses: Record<string, Response>;
+}
+interface Route {
+  method: string;
+  pattern: RegExp;
+  operation: Operation;
+}
+
+let routes: Route[] | undefined;
+let ajv: Ajv2020 | undefined;
+const validators = new Map<string, ValidateFunction>();
+
+function load(): Route[] {
+  if (routes) return routes;
+  const document = JSON.parse(readFileSync(DOCUMENT_PATH, 'utf8')) as {
+    paths: Record<string, Record<string, Operation>>;
+    components: { schemas: Record<string, unknown> };
+  };
+  ajv = new Ajv2020({ strict: false, allErrors: true });
+  (addFormats as unknown as (a: Ajv2020) => void)(ajv);
+  ajv.addSchema({ ...(document.components.schemas.ErrorEnvelope as object), $id: ERROR_ENVELOPE_ID });
+  routes = [];
+  for (const [path, operations] of Object.entries(document.paths)) {
+    const pattern = new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`);
+    for (const [method, operation] of Object.entries(operations)) routes.push({ method: method.toUpperCase(), pattern, operation });
+  }
+  // Literal segments win over parameters (`/customers/{id}` must not shadow a longer literal path).
+  routes.sort((a, b) => b.pattern.source.length - a.pattern.source.length);
+  return routes;
+}
+
+function validator(operation: Operation, status: string, schema: unknown): ValidateFunction {
+  const key = `${operation.operationId} ${status}`;
+  let validate = validators.get(key);
+  if (!validate) {
+    // The document's one shared schema, registered under an absolute id.
+    const resolved = JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/ErrorEnvelope"', `"${ERROR_ENVELOPE_ID}"`));
+    validate = (ajv as Ajv2020).compile(resolved as object);
+    validators.set(key, validate);
+  }
+  return validate;
+}
+
+export function checkContract(method: string, url: string, status: number, headers: Headers, body: unknown): void {
+  const { pathname } = new URL(url);
+  if (!pathname.startsWith(`${PREFIX}/`) || pathname === `${PREFIX}/openapi.json`) return;
+  const route = load().find((r) => r.method === method && r.pattern.test(pathname));
+  // Unknown routes and methods answer the error envelope (404, 405), which every document response shares.
+  if (!route) return;
+  const documented = route.operation.responses[String(status)];
+  assert.ok(
+    documented,
+    `contract: ${method} ${pathname} (${route.operation.operationId}) answered ${status}, which the document does not list`,
+  );
+  for (const name of Object.keys(documented.headers ?? {})) {
+    if (name === 'Retry-After') continue;
+    assert.ok(headers.has(name), `contract: ${method} ${pathname} ${status} lacks the documented header ${name}`);
+  }
+  const schema = documented.content?.['application/json']?.schema;
+  if (schema === undefined) return;
+  const validate = validator(route.operation, String(status), schema);
+  assert.ok(
+    validate(body),
+    `contract: ${method} ${pathname} ${status} does not match ${route.operation.operationId}'s schema: ${JSON.stringify(validate.errors)}\n${JSON.stringify(body)}`,
+  );
+}
