@@ -1,3 +1,5 @@
+export { type ClientOptions, type RequestOptions, TenantryError } from './client.ts';
+export { type Customer, List, type ListQuery, type Operation, Tenantry } from './tenantry.ts';
 export {
   computeSignature,
   type DedupeStore,
