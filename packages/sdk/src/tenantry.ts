@@ -79,11 +79,35 @@ export class Tenantry {
     suspend: (id: string, body: Record<string, unknown> = {}) => this.#data<unknown>('POST', `/customers/${enc(id)}/suspend`, { body }),
     resume: (id: string) => this.#data<unknown>('POST', `/customers/${enc(id)}/resume`, { body: {} }),
     projects: {
+      create: (customerId: string, body: Record<string, unknown>, options?: { idempotencyKey?: string }) =>
+        this.#data<{ project: Record<string, unknown>; operation: Operation }>('POST', `/customers/${enc(customerId)}/projects`, {
+          body,
+          ...options,
+        }),
+      get: (customerId: string, name: string) =>
+        this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/projects/${enc(name)}`),
       list: (customerId: string, query?: ListQuery) => this.#list<Record<string, unknown>>(`/customers/${enc(customerId)}/projects`, query),
+      delete: (customerId: string, name: string) =>
+        this.#data<{ operation: Operation }>('DELETE', `/customers/${enc(customerId)}/projects/${enc(name)}`),
     },
     users: {
+      create: (customerId: string, body: Record<string, unknown>, options?: { idempotencyKey?: string }) =>
+        this.#data<Record<string, unknown>>('POST', `/customers/${enc(customerId)}/users`, { body, ...options }),
+      get: (customerId: string, username: string) =>
+        this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/users/${enc(username)}`),
       list: (customerId: string, query?: ListQuery) => this.#list<Record<string, unknown>>(`/customers/${enc(customerId)}/users`, query),
+      delete: (customerId: string, username: string) =>
+        this.#data<unknown>('DELETE', `/customers/${enc(customerId)}/users/${enc(username)}`),
+      consoleLogin: (customerId: string, username: string) =>
+        this.#data<{ url: string; expires_at: string }>('POST', `/customers/${enc(customerId)}/users/${enc(username)}/console-login`),
     },
+    plan: {
+      get: (customerId: string) => this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/plan`),
+      update: (customerId: string, planId: string) =>
+        this.#data<Record<string, unknown>>('PUT', `/customers/${enc(customerId)}/plan`, { body: { plan_id: planId } }),
+    },
+    usage: (customerId: string, query: { from?: string; to?: string } = {}) =>
+      this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/usage`, { query }),
     quota: {
       get: (customerId: string) => this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/quota`),
       update: (customerId: string, body: Record<string, unknown>) =>
@@ -111,8 +135,26 @@ export class Tenantry {
     },
   };
 
+  readonly catalog = {
+    plans: { list: (query?: ListQuery) => this.#list<Record<string, unknown>>('/catalog/plans', query) },
+  };
+
+  readonly capacity = {
+    get: () => this.#data<Record<string, unknown>>('GET', '/capacity'),
+  };
+
+  readonly usage = {
+    list: (query?: ListQuery & { from?: string; to?: string }) => this.#list<Record<string, unknown>>('/usage', query),
+  };
+
   readonly webhook = {
     get: () => this.#data<Record<string, unknown>>('GET', '/webhook'),
+    /** The signing secret comes back once, when this call creates it. */
+    update: (body: { url?: string; events?: string[]; enabled?: boolean }) =>
+      this.#data<Record<string, unknown>>('PUT', '/webhook', { body }),
+    delete: () => this.#data<unknown>('DELETE', '/webhook'),
+    rotateSecret: () => this.#data<{ signing_secret: string }>('POST', '/webhook/secret'),
+    test: () => this.#data<Record<string, unknown>>('POST', '/webhook/test'),
     deliveries: { list: (query?: ListQuery) => this.#list<Record<string, unknown>>('/webhook/deliveries', query) },
   };
 

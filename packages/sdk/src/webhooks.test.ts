@@ -1,10 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { partnerApi } from '../../server/test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../server/test/harness.ts';
 import { eventually, partnerWithModes, type Tokens } from '../../server/test/provisioning.ts';
 import { TEST_CA_FILE, WebhookReceiver } from '../../server/test/webhook-receiver.ts';
-import { computeSignature, handleOnce, memoryDedupeStore, signTestWebhook, verifyWebhook, WebhookVerificationError } from './index.ts';
+import {
+  computeSignature,
+  handleOnce,
+  memoryDedupeStore,
+  signTestWebhook,
+  Tenantry,
+  verifyWebhook,
+  WebhookVerificationError,
+} from './index.ts';
 
 // CONTRACT, "Webhook signature: the key bytes".
 const SECRET = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
@@ -110,25 +117,19 @@ if (target) {
     });
 
     test('a test ping and a real event verify; after rotation the new secret verifies and the old one no longer does', async () => {
-      const put = await partnerApi<{ data: { signing_secret: string } }>(server, 'PUT', '/webhook', {
-        token: lab.live,
-        body: { url: receiver.url('/sdk') },
-      });
-      assert.equal(put.status, 200, put.text);
-      const first = put.body.data.signing_secret;
-      assert.equal((await partnerApi(server, 'POST', '/webhook/test', { token: lab.live })).status, 200);
+      // Configured, tested and rotated through the SDK itself.
+      const client = new Tenantry({ apiKey: lab.liveKey, baseUrl: server.partnerUrl });
+      const configured = await client.webhook.update({ url: receiver.url('/sdk') });
+      const first = String(configured.signing_secret);
+      assert.match(first, /^[0-9a-f]{64}$/);
+      await client.webhook.test();
       const ping = receiver.of('ping').at(-1);
       assert.ok(ping);
       assert.equal((await verifyWebhook(ping.raw, ping.headers, first)).event, 'ping');
 
-      const rotated = await partnerApi<{ data: { signing_secret: string } }>(server, 'POST', '/webhook/secret', { token: lab.live });
-      const second = rotated.body.data.signing_secret;
+      const second = (await client.webhook.rotateSecret()).signing_secret;
       assert.ok(second && second !== first);
-      const created = await partnerApi(server, 'POST', '/customers', {
-        token: lab.live,
-        body: { id: 'sdk-c1', owner: { username: 'o', email: 'o@sdk-c1.example' } },
-      });
-      assert.equal(created.status, 202, created.text);
+      await client.customers.create({ id: 'sdk-c1', owner: { username: 'o', email: 'o@sdk-c1.example' } });
       const ready = await eventually(
         async () => receiver.of('customer.ready').find((d) => d.body.data.customer_id === 'sdk-c1'),
         (d) => d !== undefined,
@@ -137,6 +138,9 @@ if (target) {
       const event = await verifyWebhook(ready.raw, ready.headers, [second, first]);
       assert.equal(event.data.customer_id, 'sdk-c1');
       await assert.rejects(verifyWebhook(ready.raw, ready.headers, first), (e) => reason(e) === 'bad_signature');
+      const attempts: unknown[] = [];
+      for await (const attempt of client.webhook.deliveries.list({ limit: 1 })) attempts.push(attempt);
+      assert.ok(attempts.length >= 2, 'the delivery log lists the ping and the event, page by page');
     });
   });
 }
