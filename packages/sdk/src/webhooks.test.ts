@@ -138,8 +138,15 @@ if (target) {
       const event = await verifyWebhook(ready.raw, ready.headers, [second, first]);
       assert.equal(event.data.customer_id, 'sdk-c1');
       await assert.rejects(verifyWebhook(ready.raw, ready.headers, first), (e) => reason(e) === 'bad_signature');
-      const attempts: unknown[] = [];
-      for await (const attempt of client.webhook.deliveries.list({ limit: 1 })) attempts.push(attempt);
+      // The attempt's outcome is written just after the receiver answers: poll the log until it is there.
+      const attempts = await eventually(
+        async () => {
+          const all: unknown[] = [];
+          for await (const attempt of client.webhook.deliveries.list({ limit: 1 })) all.push(attempt);
+          return all;
+        },
+        (all) => all.length >= 2,
+      );
       assert.ok(attempts.length >= 2, 'the delivery log lists the ping and the event, page by page');
     });
   });
