@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { operationFor } from '../../server/test/contract.ts';
 import { Tenantry } from './index.ts';
 
 /**
@@ -13,14 +14,6 @@ const document = JSON.parse(readFileSync(fileURLToPath(new URL('../../../docs/op
 };
 const PREFIX = '/api/public/v1';
 
-function operationOf(method: string, pathname: string): string | undefined {
-  for (const [path, operations] of Object.entries(document.paths)) {
-    const pattern = new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`);
-    if (pattern.test(pathname)) return operations[method.toLowerCase()]?.operationId;
-  }
-  return undefined;
-}
-
 test('every SDK method calls a documented operation, and every documented operation has one', async () => {
   const called = new Map<string, string>();
   let current = '';
@@ -29,7 +22,7 @@ test('every SDK method calls a documented operation, and every documented operat
     if (url.pathname === `${PREFIX}/auth/token`) {
       return new Response(JSON.stringify({ access_token: 't', expires_in: 900 }), { status: 200 });
     }
-    const operation = operationOf(init?.method ?? 'GET', url.pathname);
+    const operation = operationFor(init?.method ?? 'GET', url.pathname)?.operationId;
     assert.ok(operation, `${current}: ${init?.method} ${url.pathname} is not in docs/openapi.json`);
     called.set(operation, current);
     // Lists answer an empty page; everything else an object that also ends a wait at once.

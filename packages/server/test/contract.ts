@@ -63,26 +63,28 @@ function validator(operation: Operation, status: string, schema: unknown): Valid
   return validate;
 }
 
+/** The documented operation a request reaches, by method and concrete path (`/api/public/v1/...`). */
+export function operationFor(method: string, pathname: string): Operation | undefined {
+  return load().find((r) => r.method === method.toUpperCase() && r.pattern.test(pathname))?.operation;
+}
+
 export function checkContract(method: string, url: string, status: number, headers: Headers, body: unknown): void {
   const { pathname } = new URL(url);
   if (!pathname.startsWith(`${PREFIX}/`) || pathname === `${PREFIX}/openapi.json`) return;
-  const route = load().find((r) => r.method === method && r.pattern.test(pathname));
+  const operation = operationFor(method, pathname);
   // Unknown routes and methods answer the error envelope (404, 405), which every document response shares.
-  if (!route) return;
-  const documented = route.operation.responses[String(status)];
-  assert.ok(
-    documented,
-    `contract: ${method} ${pathname} (${route.operation.operationId}) answered ${status}, which the document does not list`,
-  );
+  if (!operation) return;
+  const documented = operation.responses[String(status)];
+  assert.ok(documented, `contract: ${method} ${pathname} (${operation.operationId}) answered ${status}, which the document does not list`);
   for (const name of Object.keys(documented.headers ?? {})) {
     if (name === 'Retry-After') continue;
     assert.ok(headers.has(name), `contract: ${method} ${pathname} ${status} lacks the documented header ${name}`);
   }
   const schema = documented.content?.['application/json']?.schema;
   if (schema === undefined) return;
-  const validate = validator(route.operation, String(status), schema);
+  const validate = validator(operation, String(status), schema);
   assert.ok(
     validate(body),
-    `contract: ${method} ${pathname} ${status} does not match ${route.operation.operationId}'s schema: ${JSON.stringify(validate.errors)}\n${JSON.stringify(body)}`,
+    `contract: ${method} ${pathname} ${status} does not match ${operation.operationId}'s schema: ${JSON.stringify(validate.errors)}\n${JSON.stringify(body)}`,
   );
 }

@@ -11,12 +11,8 @@ import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import type { Resolver } from '../webhooks/destination.ts';
-import { buildPartnerApp } from './partner-app.ts';
+import { buildPartnerApp, type PartnerRoute } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
-
-export type { PartnerRoute } from './partner-app.ts';
-
-import type { PartnerRoute } from './partner-app.ts';
 
 export interface RunningServer {
   services: Services;
