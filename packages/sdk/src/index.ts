@@ -1,5 +1,16 @@
 export { type ClientOptions, type RequestOptions, TenantryError } from './client.ts';
-export { type Customer, List, type ListQuery, type Operation, Tenantry } from './tenantry.ts';
+/** Every schema of the OpenAPI document as a type (Customer, Project, Quota, the event bodies, ...). */
+export type * from './generated/api.ts';
+export {
+  type CallOptions,
+  List,
+  type OperationId,
+  type Page,
+  type Query,
+  type RequestBody,
+  type ResponseData,
+  Tenantry,
+} from './tenantry.ts';
 export {
   computeSignature,
   type DedupeStore,
@@ -8,7 +19,6 @@ export {
   signTestWebhook,
   verifyWebhook,
   WEBHOOK_TOLERANCE_SECONDS,
-  type WebhookEvent,
   type WebhookHeaders,
   WebhookVerificationError,
 } from './webhooks.ts';

@@ -3,9 +3,11 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { startTestServer, type TestServer, testDatabases } from '../../server/test/harness.ts';
+import { partnerWithModes, type Tokens } from '../../server/test/provisioning.ts';
 
 const run = promisify(execFile);
 const SDK = fileURLToPath(new URL('..', import.meta.url));
@@ -14,68 +16,142 @@ const env = { ...process.env, PATH: `${BIN}:${process.env.PATH ?? ''}`, npm_conf
 
 /**
  * The package as published: `npm pack` builds it, a small consumer project installs the tarball and
- * compiles against it with strict settings and no Node types (a fetch runtime), then runs it.
+ * compiles against it with strict settings and no Node types (a fetch runtime), then runs it against
+ * the real server on this Node and, where one is installed, on Node 20 (the oldest the SDK supports:
+ * `.ci/run` installs it and names it in TENANTRY_TEST_NODE20).
  */
-test('a consumer project compiles and runs against the packed @tenantry/sdk', { timeout: 120_000 }, async (t) => {
-  const work = mkdtempSync(join(tmpdir(), 'tenantry-sdk-'));
-  t.after(() => rmSync(work, { recursive: true, force: true }));
-  await run('npm', ['pack', '--pack-destination', work], { cwd: SDK, env });
-  const tarball = readdirSync(work).find((f) => f.endsWith('.tgz'));
-  assert.ok(tarball, 'npm pack wrote a tarball');
-  const consumer = join(work, 'consumer');
-  await run('mkdir', ['-p', consumer]);
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  writeFileSync(
-    join(consumer, 'tsconfig.json'),
-    JSON.stringify({
-      compilerOptions: {
-        target: 'es2022',
-        module: 'nodenext',
-        moduleResolution: 'nodenext',
-        lib: ['es2022', 'dom'],
-        types: [],
-        strict: true,
-        noEmit: true,
-      },
-      include: ['app.ts'],
-    }),
-  );
-  writeFileSync(
-    join(consumer, 'app.ts'),
-    `import { Tenantry, TenantryError, verifyWebhook, signTestWebhook, handleOnce, memoryDedupeStore, type WebhookEvent } from '@tenantry/sdk';
+const CONSUMER_TS = `import {
+  Tenantry,
+  TenantryError,
+  verifyWebhook,
+  signTestWebhook,
+  handleOnce,
+  memoryDedupeStore,
+  type Customer,
+  type Quota,
+  type WebhookEvent,
+} from '@tenantry/sdk';
 const client = new Tenantry({ apiKey: 'tnt_live_x', baseUrl: 'https://api.example.com' });
 export async function main(): Promise<string[]> {
   const ids: string[] = [];
-  for await (const customer of client.customers.list({ limit: 10 })) ids.push(customer.id);
-  const { operation } = await client.customers.create({ id: 'c' });
+  for await (const customer of client.customers.list({ limit: 10, status: 'active' })) ids.push(customer.id);
+  const { operation } = await client.customers.create({ id: 'c', owner: { username: 'o', email: 'o@c.example' } });
   const done = await client.operations.wait('c', operation.id);
   if (done.error) ids.push(done.error.code);
+  const quota: Quota = await client.customers.quota.get('c');
+  await client.customers.quota.update('c', { revision: quota.revision, quota: { ...quota.quota, vcpu: 8 } });
+  // @ts-expect-error: the body's owner is required
+  await client.customers.create({ id: 'd' });
+  // @ts-expect-error: not a customer status
+  client.customers.list({ status: 'sleeping' });
   return ids;
 }
+export const name = (customer: Customer): string => customer.display_name ?? customer.id;
 export function isBusy(error: unknown): boolean {
   return error instanceof TenantryError && error.code === 'BUSY' && (error.retryAfter ?? 0) > 0;
+}
+/** The union narrows on \`event\`; an event this version does not know lands in \`default\`. */
+export function describe(event: WebhookEvent): string {
+  switch (event.event) {
+    case 'customer.suspended':
+      return event.data.suspended_at;
+    case 'customer.quota_changed':
+      return String(event.data.quota.quota.vcpu);
+    case 'project.deleted':
+      // @ts-expect-error: project.deleted carries no operation
+      return event.data.operation_id;
+    default:
+      return event.event;
+  }
 }
 export async function receive(raw: Uint8Array, headers: Headers): Promise<WebhookEvent> {
   const event = await verifyWebhook(raw, headers, ['secret']);
   await handleOnce(event, memoryDedupeStore(), () => undefined);
   return event;
 }
-const signed = await signTestWebhook({ id: 'dlv_1', event: 'ping', created_at: '', partner_id: 'p', data: {} }, 's'.repeat(64));
+const signed = await signTestWebhook({ id: 'dlv_1', event: 'ping', created_at: '', partner_id: 'p', data: { message: 'hi' } }, 's'.repeat(64));
 const verified = await verifyWebhook(signed.body, signed.headers, 's'.repeat(64));
 console.log(verified.id);
-`,
-  );
-  await run('npm', ['install', '--offline', '--no-package-lock', join(work, tarball)], { cwd: consumer, env });
-  const compiled = await run('tsc', ['-p', consumer], { cwd: consumer, env }).catch((error: { stdout?: string }) => error);
-  assert.equal((compiled as { stdout?: string }).stdout ?? '', '', 'the consumer type-checks against the published types');
-  // And the built JavaScript runs: sign and verify a test delivery.
-  writeFileSync(
-    join(consumer, 'run.mjs'),
-    `import { signTestWebhook, verifyWebhook } from '@tenantry/sdk';
+`;
+
+/** Plain JavaScript, as the package ships it: the client against the real server, then a signed round trip. */
+const CONSUMER_RUN = `import { Tenantry, signTestWebhook, verifyWebhook } from '@tenantry/sdk';
+const client = new Tenantry({ apiKey: process.env.API_KEY, baseUrl: process.env.BASE_URL });
+const id = process.env.CUSTOMER_ID;
+const { operation } = await client.customers.create({ id, owner: { username: 'o', email: 'o@' + id + '.example' } });
+const done = await client.operations.wait(id, operation.id, { intervalMs: 20, timeoutMs: 30000 });
+const listed = [];
+for await (const customer of client.customers.list({ limit: 1 })) listed.push(customer.id);
 const s = 's'.repeat(64);
-const signed = await signTestWebhook({ id: 'dlv_1', event: 'ping', created_at: '', partner_id: 'p', data: {} }, s);
-console.log((await verifyWebhook(signed.body, signed.headers, s)).id);`,
-  );
-  const ran = await run(process.execPath, ['run.mjs'], { cwd: consumer, env });
-  assert.equal(ran.stdout.trim(), 'dlv_1');
-});
+const signed = await signTestWebhook({ id: 'dlv_1', event: 'ping', created_at: '', partner_id: 'p', data: { message: 'hi' } }, s);
+const verified = await verifyWebhook(signed.body, signed.headers, s);
+console.log(JSON.stringify({ node: process.versions.node, status: done.status, listed: listed.includes(id), verified: verified.id }));
+`;
+
+const target = testDatabases()[0];
+if (target) {
+  describe('@tenantry/sdk as published', { timeout: 180_000 }, () => {
+    let work: string;
+    let consumer: string;
+    let server: TestServer;
+    let partner: Tokens;
+    before(async () => {
+      work = mkdtempSync(join(tmpdir(), 'tenantry-sdk-'));
+      await run('npm', ['pack', '--pack-destination', work], { cwd: SDK, env });
+      const tarball = readdirSync(work).find((f) => f.endsWith('.tgz'));
+      assert.ok(tarball, 'npm pack wrote a tarball');
+      consumer = join(work, 'consumer');
+      await run('mkdir', ['-p', consumer]);
+      writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+      await run('npm', ['install', '--offline', '--no-package-lock', join(work, tarball)], { cwd: consumer, env });
+      server = await startTestServer(target);
+      partner = await partnerWithModes(server, 'sdk-package');
+    });
+    after(async () => {
+      rmSync(work, { recursive: true, force: true });
+      await server.stop();
+    });
+
+    test('a strict consumer project with no Node types compiles against the published types', async () => {
+      writeFileSync(
+        join(consumer, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            target: 'es2022',
+            module: 'nodenext',
+            moduleResolution: 'nodenext',
+            lib: ['es2022', 'dom'],
+            types: [],
+            strict: true,
+            noEmit: true,
+          },
+          include: ['app.ts'],
+        }),
+      );
+      writeFileSync(join(consumer, 'app.ts'), CONSUMER_TS);
+      const compiled = await run('tsc', ['-p', consumer], { cwd: consumer, env }).catch((error: { stdout?: string }) => error);
+      // The @ts-expect-error lines make loose types fail too: an expectation that no longer errors is an error.
+      assert.equal((compiled as { stdout?: string }).stdout ?? '', '', 'the consumer type-checks against the published types');
+    });
+
+    const runtimes: [string, string | undefined][] = [
+      [`this Node (${process.versions.node})`, process.execPath],
+      ['Node 20', process.env.TENANTRY_TEST_NODE20],
+    ];
+    for (const [label, node] of runtimes) {
+      test(`the published JavaScript runs against the real server on ${label}`, {
+        skip: node ? false : 'TENANTRY_TEST_NODE20 is not set (.ci/run sets it)',
+      }, async () => {
+        writeFileSync(join(consumer, 'run.mjs'), CONSUMER_RUN);
+        const customerId = `pkg-${label.includes('20') ? 'node20' : 'current'}`;
+        const ran = await run(node ?? '', ['run.mjs'], {
+          cwd: consumer,
+          env: { ...env, API_KEY: partner.liveKey, BASE_URL: server.partnerUrl, CUSTOMER_ID: customerId },
+        });
+        const result = JSON.parse(ran.stdout.trim()) as { node: string; status: string; listed: boolean; verified: string };
+        if (label === 'Node 20') assert.match(result.node, /^20\./);
+        assert.deepEqual({ ...result, node: undefined }, { node: undefined, status: 'succeeded', listed: true, verified: 'dlv_1' });
+      });
+    }
+  });
+}

@@ -1,7 +1,25 @@
 import { type ClientOptions, HttpClient, type RequestOptions } from './client.ts';
+import { type Api, OPERATIONS, type Operation } from './generated/api.ts';
+
+type Operations = Api['operations'];
+/** Every documented operation, by its `operationId` in the OpenAPI document. */
+export type OperationId = keyof Operations;
+type Section<K extends OperationId, S extends string> = Operations[K] extends { [key in S]: infer T } ? T : never;
+/** What an operation's success response carries in `data`. */
+export type ResponseData<K extends OperationId> = Section<K, 'response'> extends { data: infer D } ? D : never;
+/** An operation's JSON request body. */
+export type RequestBody<K extends OperationId> = Section<K, 'body'>;
+/** An operation's query parameters (a list's without `cursor`: iteration follows it). */
+export type Query<K extends OperationId> = Omit<Section<K, 'query'>, 'cursor'>;
+type Item<K extends OperationId> = ResponseData<K> extends (infer I)[] ? I : never;
+
+/** Per call: the `Idempotency-Key` to send (one is generated when absent, and kept across retries). */
+export interface CallOptions {
+  idempotencyKey?: string;
+}
 
 /** A list page as the API returns it. */
-interface Page<T> {
+export interface Page<T> {
   data: T[];
   pagination: { next_cursor: string | null };
 }
@@ -28,24 +46,16 @@ export class List<T> implements AsyncIterable<T> {
   }
 }
 
-export interface Operation {
-  id: string;
-  type: string;
-  status: 'pending' | 'running' | 'succeeded' | 'failed' | string;
-  customer_id: string;
-  project: string | null;
-  finished_at: string | null;
-  error: { code: string; message: string } | null;
-  [field: string]: unknown;
+interface Input {
+  path?: Record<string, string>;
+  query?: object;
+  body?: unknown;
 }
-export type Customer = { id: string; status: string; [field: string]: unknown };
-export type ListQuery = { limit?: number; [filter: string]: string | number | undefined };
-
-const enc = encodeURIComponent;
 
 /**
- * The official client: `new Tenantry({ apiKey, baseUrl })`, then resources as namespaces. Every call
- * handles the token and retries as the spec says (see `HttpClient`).
+ * The official client: `new Tenantry({ apiKey, baseUrl })`, then resources as namespaces. Every method
+ * names its operation in the OpenAPI document; its arguments and result are that operation's generated
+ * types, and every call handles the token and retries as the spec says (see `HttpClient`).
  */
 export class Tenantry {
   readonly #http: HttpClient;
@@ -59,106 +69,121 @@ export class Tenantry {
     return this.#http.request<T>(method, path, options);
   }
 
-  #data = async <T>(method: string, path: string, options?: RequestOptions): Promise<T> =>
-    (await this.#http.request<{ data: T }>(method, path, options)).data;
+  #options(id: OperationId, input: Input, call: CallOptions = {}): [string, string, RequestOptions] {
+    const route = OPERATIONS[id];
+    const path = route.path.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(input.path?.[name] ?? ''));
+    const options: RequestOptions = {
+      ...(input.query ? { query: input.query as RequestOptions['query'] } : {}),
+      ...(input.body !== undefined ? { body: input.body } : {}),
+      ...(call.idempotencyKey ? { idempotencyKey: call.idempotencyKey } : {}),
+    };
+    return [route.method, path, options];
+  }
 
-  #list = <T>(path: string, query: ListQuery = {}) =>
-    new List<T>((cursor) => this.#http.request<Page<T>>('GET', path, { query: { ...query, cursor } }));
+  /** One operation; resolves its `data`. */
+  async #call<K extends OperationId>(id: K, input: Input = {}, call?: CallOptions): Promise<ResponseData<K>> {
+    return (await this.#http.request<{ data: ResponseData<K> }>(...this.#options(id, input, call))).data;
+  }
+
+  /** A list operation, as an async iterable over every page. */
+  #list<K extends OperationId>(id: K, input: Input = {}): List<Item<K>> {
+    return new List<Item<K>>((cursor) => {
+      const [method, path, options] = this.#options(id, { ...input, query: { ...input.query, cursor } });
+      return this.#http.request<Page<Item<K>>>(method, path, options);
+    });
+  }
 
   readonly auth = {
-    whoami: () => this.#data<Record<string, unknown>>('GET', '/auth/whoami'),
+    /** The partner, scopes, limits and token behind this client's key. */
+    whoami: () => this.#call('whoami'),
   };
 
   readonly customers = {
-    create: (body: Record<string, unknown>, options?: { idempotencyKey?: string }) =>
-      this.#data<{ customer: Customer; operation: Operation }>('POST', '/customers', { body, ...options }),
-    get: (id: string) => this.#data<Customer>('GET', `/customers/${enc(id)}`),
-    list: (query?: ListQuery) => this.#list<Customer>('/customers', query),
-    delete: (id: string, query?: { mode?: 'scheduled' | 'immediate'; grace_days?: number }) =>
-      this.#data<{ operation: Operation }>('DELETE', `/customers/${enc(id)}`, { query: query ?? {} }),
-    suspend: (id: string, body: Record<string, unknown> = {}) => this.#data<unknown>('POST', `/customers/${enc(id)}/suspend`, { body }),
-    resume: (id: string) => this.#data<unknown>('POST', `/customers/${enc(id)}/resume`, { body: {} }),
+    /** Starts a `customer.create` operation: `operations.wait(id, result.operation.id)` follows it. */
+    create: (body: RequestBody<'createCustomer'>, options?: CallOptions) => this.#call('createCustomer', { body }, options),
+    get: (id: string) => this.#call('getCustomer', { path: { id } }),
+    list: (query?: Query<'listCustomers'>) => this.#list('listCustomers', { query }),
+    /** Scheduled (recoverable for `grace_days`) by default; `{ mode: 'immediate' }` tears down now. */
+    delete: (id: string, query?: Query<'deleteCustomer'>, options?: CallOptions) =>
+      this.#call('deleteCustomer', { path: { id }, query }, options),
+    suspend: (id: string, body: RequestBody<'suspendCustomer'> = {}, options?: CallOptions) =>
+      this.#call('suspendCustomer', { path: { id }, body }, options),
+    resume: (id: string, options?: CallOptions) => this.#call('resumeCustomer', { path: { id }, body: {} }, options),
     projects: {
-      create: (customerId: string, body: Record<string, unknown>, options?: { idempotencyKey?: string }) =>
-        this.#data<{ project: Record<string, unknown>; operation: Operation }>('POST', `/customers/${enc(customerId)}/projects`, {
-          body,
-          ...options,
-        }),
-      get: (customerId: string, name: string) =>
-        this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/projects/${enc(name)}`),
-      list: (customerId: string, query?: ListQuery) => this.#list<Record<string, unknown>>(`/customers/${enc(customerId)}/projects`, query),
-      delete: (customerId: string, name: string) =>
-        this.#data<{ operation: Operation }>('DELETE', `/customers/${enc(customerId)}/projects/${enc(name)}`),
+      create: (id: string, body: RequestBody<'createProject'>, options?: CallOptions) =>
+        this.#call('createProject', { path: { id }, body }, options),
+      get: (id: string, project: string) => this.#call('getProject', { path: { id, project } }),
+      list: (id: string, query?: Query<'listProjects'>) => this.#list('listProjects', { path: { id }, query }),
+      delete: (id: string, project: string, options?: CallOptions) => this.#call('deleteProject', { path: { id, project } }, options),
     },
     users: {
-      create: (customerId: string, body: Record<string, unknown>, options?: { idempotencyKey?: string }) =>
-        this.#data<Record<string, unknown>>('POST', `/customers/${enc(customerId)}/users`, { body, ...options }),
-      get: (customerId: string, username: string) =>
-        this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/users/${enc(username)}`),
-      list: (customerId: string, query?: ListQuery) => this.#list<Record<string, unknown>>(`/customers/${enc(customerId)}/users`, query),
-      delete: (customerId: string, username: string) =>
-        this.#data<unknown>('DELETE', `/customers/${enc(customerId)}/users/${enc(username)}`),
-      consoleLogin: (customerId: string, username: string) =>
-        this.#data<{ url: string; expires_at: string }>('POST', `/customers/${enc(customerId)}/users/${enc(username)}/console-login`),
+      create: (id: string, body: RequestBody<'createUser'>, options?: CallOptions) =>
+        this.#call('createUser', { path: { id }, body }, options),
+      get: (id: string, username: string) => this.#call('getUser', { path: { id, username } }),
+      list: (id: string, query?: Query<'listUsers'>) => this.#list('listUsers', { path: { id }, query }),
+      delete: (id: string, username: string, options?: CallOptions) => this.#call('deleteUser', { path: { id, username } }, options),
+      /** A one-click console login URL for the user (short-lived, single use). */
+      consoleLogin: (id: string, username: string, options?: CallOptions) =>
+        this.#call('createConsoleLogin', { path: { id, username } }, options),
     },
     plan: {
-      get: (customerId: string) => this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/plan`),
-      update: (customerId: string, planId: string) =>
-        this.#data<Record<string, unknown>>('PUT', `/customers/${enc(customerId)}/plan`, { body: { plan_id: planId } }),
+      get: (id: string) => this.#call('getCustomerPlan', { path: { id } }),
+      update: (id: string, planId: string, options?: CallOptions) =>
+        this.#call('putCustomerPlan', { path: { id }, body: { plan_id: planId } }, options),
     },
-    usage: (customerId: string, query: { from?: string; to?: string } = {}) =>
-      this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/usage`, { query }),
     quota: {
-      get: (customerId: string) => this.#data<Record<string, unknown>>('GET', `/customers/${enc(customerId)}/quota`),
-      update: (customerId: string, body: Record<string, unknown>) =>
-        this.#data<Record<string, unknown>>('PUT', `/customers/${enc(customerId)}/quota`, { body }),
+      get: (id: string) => this.#call('getQuota', { path: { id } }),
+      /** Send the `revision` read last: a change made since answers 409 CONFLICT. */
+      update: (id: string, body: RequestBody<'putQuota'>, options?: CallOptions) => this.#call('putQuota', { path: { id }, body }, options),
     },
+    usage: (id: string, query?: Query<'getCustomerUsage'>) => this.#call('getCustomerUsage', { path: { id }, query }),
   };
 
   readonly operations = {
-    get: (customerId: string, operationId: string) =>
-      this.#data<Operation>('GET', `/customers/${enc(customerId)}/operations/${enc(operationId)}`),
-    list: (customerId: string, query?: ListQuery) => this.#list<Operation>(`/customers/${enc(customerId)}/operations`, query),
-    /** Polls until the operation has finished (succeeded or failed); rejects after `timeoutMs`. */
+    get: (customerId: string, operationId: string) => this.#call('getOperation', { path: { id: customerId, operation_id: operationId } }),
+    list: (customerId: string, query?: Query<'listOperations'>) => this.#list('listOperations', { path: { id: customerId }, query }),
+    /** Polls until the operation has finished (succeeded or failed); rejects after `timeoutMs` (default 10 minutes). */
     wait: async (
       customerId: string,
       operationId: string,
       options: { intervalMs?: number; timeoutMs?: number } = {},
     ): Promise<Operation> => {
-      const deadline = Date.now() + (options.timeoutMs ?? 10 * 60_000);
+      const timeoutMs = options.timeoutMs ?? 10 * 60_000;
+      const deadline = Date.now() + timeoutMs;
       for (;;) {
         const operation = await this.operations.get(customerId, operationId);
         if (operation.finished_at !== null) return operation;
-        if (Date.now() > deadline) throw new Error(`operation ${operationId} did not finish within ${options.timeoutMs ?? 600_000} ms`);
+        if (Date.now() > deadline) throw new Error(`operation ${operationId} did not finish within ${timeoutMs} ms`);
         await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 1_000));
       }
     },
   };
 
   readonly catalog = {
-    plans: { list: (query?: ListQuery) => this.#list<Record<string, unknown>>('/catalog/plans', query) },
+    plans: { list: (query?: Query<'listPlans'>) => this.#list('listPlans', { query }) },
   };
 
   readonly capacity = {
-    get: () => this.#data<Record<string, unknown>>('GET', '/capacity'),
+    get: () => this.#call('getCapacity'),
   };
 
   readonly usage = {
-    list: (query?: ListQuery & { from?: string; to?: string }) => this.#list<Record<string, unknown>>('/usage', query),
+    list: (query?: Query<'listUsage'>) => this.#list('listUsage', { query }),
   };
 
   readonly webhook = {
-    get: () => this.#data<Record<string, unknown>>('GET', '/webhook'),
+    get: () => this.#call('getWebhook'),
     /** The signing secret comes back once, when this call creates it. */
-    update: (body: { url?: string; events?: string[]; enabled?: boolean }) =>
-      this.#data<Record<string, unknown>>('PUT', '/webhook', { body }),
-    delete: () => this.#data<unknown>('DELETE', '/webhook'),
-    rotateSecret: () => this.#data<{ signing_secret: string }>('POST', '/webhook/secret'),
-    test: () => this.#data<Record<string, unknown>>('POST', '/webhook/test'),
-    deliveries: { list: (query?: ListQuery) => this.#list<Record<string, unknown>>('/webhook/deliveries', query) },
+    update: (body: RequestBody<'putWebhook'>, options?: CallOptions) => this.#call('putWebhook', { body }, options),
+    delete: (options?: CallOptions) => this.#call('deleteWebhook', {}, options),
+    /** A new secret; the previous one keeps verifying for a few minutes (pass both to `verifyWebhook`). */
+    rotateSecret: (options?: CallOptions) => this.#call('rotateWebhookSecret', {}, options),
+    /** Sends one `ping` now and answers how the receiver responded. */
+    test: (options?: CallOptions) => this.#call('testWebhook', {}, options),
+    deliveries: { list: (query?: Query<'listWebhookDeliveries'>) => this.#list('listWebhookDeliveries', { query }) },
   };
 
   readonly events = {
-    list: (query?: ListQuery) => this.#list<Record<string, unknown>>('/events', query),
+    list: (query?: Query<'listEvents'>) => this.#list('listEvents', { query }),
   };
 }

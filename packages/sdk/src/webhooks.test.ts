@@ -10,8 +10,21 @@ import {
   signTestWebhook,
   Tenantry,
   verifyWebhook,
+  type WebhookEvent,
   WebhookVerificationError,
 } from './index.ts';
+
+/** What a receiver does with the union: `switch` on `event` narrows `data` to that event's fields. */
+function summary(event: WebhookEvent): string {
+  switch (event.event) {
+    case 'customer.ready':
+      return `${event.data.customer_id} is ${event.data.state} (project ${event.data.project?.name} ${event.data.project?.state})`;
+    case 'customer.suspended':
+      return `${event.data.customer_id} suspended at ${event.data.suspended_at}`;
+    default:
+      return event.event;
+  }
+}
 
 // CONTRACT, "Webhook signature: the key bytes".
 const SECRET = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
@@ -71,12 +84,12 @@ describe('verifyWebhook', () => {
   });
 
   test('signTestWebhook produces what verifyWebhook accepts', async () => {
-    const event = {
+    const event: WebhookEvent = {
       id: 'dlv_x',
-      event: 'customer.ready',
+      event: 'customer.deleted',
       created_at: '2026-01-01T00:00:00Z',
       partner_id: 'acme',
-      data: { customer_id: 'c1' },
+      data: { customer_id: 'c1', immediate: true },
     };
     const signed = await signTestWebhook(event, SECRET);
     assert.deepEqual(await verifyWebhook(signed.body, signed.headers, SECRET), event);
@@ -136,7 +149,8 @@ if (target) {
       );
       assert.ok(ready);
       const event = await verifyWebhook(ready.raw, ready.headers, [second, first]);
-      assert.equal(event.data.customer_id, 'sdk-c1');
+      assert.equal(event.event, 'customer.ready');
+      assert.equal(summary(event), 'sdk-c1 is active (project default ready)');
       await assert.rejects(verifyWebhook(ready.raw, ready.headers, first), (e) => reason(e) === 'bad_signature');
       // The attempt's outcome is written just after the receiver answers: poll the log until it is there.
       const attempts = await eventually(

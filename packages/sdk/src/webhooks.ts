@@ -3,17 +3,10 @@
  * "Webhook signature: the key bytes"). Web Crypto only, so it runs on Node 20+ and other fetch runtimes.
  */
 
+import type { WebhookEvent } from './generated/api.ts';
+
 /** How far the timestamp may be from the receiver's clock, either way. */
 export const WEBHOOK_TOLERANCE_SECONDS = 300;
-
-export interface WebhookEvent<Data = Record<string, unknown>> {
-  /** The delivery id: deduplicate on it. */
-  id: string;
-  event: string;
-  created_at: string;
-  partner_id: string;
-  data: Data;
-}
 
 export type WebhookHeaders = Headers | Record<string, string | string[] | undefined>;
 
@@ -66,13 +59,17 @@ function constantTimeEqual(a: string, b: string): boolean {
  * of `<timestamp>.<body>`, a constant-time comparison, a timestamp within 5 minutes either way, and only
  * then the parsed body. `secrets` may hold several (the new and the previous one during rotation).
  * Throws `WebhookVerificationError`; answer 400 then, and 2xx for events you do not handle.
+ *
+ * The result is the `WebhookEvent` union, discriminated by `event` (`switch (event.event)` narrows
+ * `data`). The service may add events within v1: one this SDK version does not list still verifies,
+ * so keep a `default:` branch that acknowledges and ignores it.
  */
-export async function verifyWebhook<Data = Record<string, unknown>>(
+export async function verifyWebhook(
   rawBody: string | Uint8Array | ArrayBuffer,
   headers: WebhookHeaders,
   secrets: string | readonly string[],
   options: { now?: Date; toleranceSeconds?: number } = {},
-): Promise<WebhookEvent<Data>> {
+): Promise<WebhookEvent> {
   const timestamp = header(headers, 'x-service-timestamp');
   const signature = header(headers, 'x-service-signature');
   if (!timestamp || !signature)
@@ -90,11 +87,17 @@ export async function verifyWebhook<Data = Record<string, unknown>>(
     if (constantTimeEqual(await computeSignature(secret, timestamp, rawBody), given)) matched = true;
   }
   if (!matched) throw new WebhookVerificationError('bad_signature', 'the signature does not match any of the secrets');
+  let body: unknown;
   try {
-    return JSON.parse(new TextDecoder().decode(bytes(rawBody))) as WebhookEvent<Data>;
+    body = JSON.parse(new TextDecoder().decode(bytes(rawBody)));
   } catch {
     throw new WebhookVerificationError('bad_body', 'the signed body is not JSON');
   }
+  const event = body as Partial<Record<keyof WebhookEvent, unknown>> | null;
+  if (typeof event?.id !== 'string' || typeof event.event !== 'string' || typeof event.data !== 'object' || event.data === null) {
+    throw new WebhookVerificationError('bad_body', 'the signed body is not an event (id, event and data)');
+  }
+  return body as WebhookEvent;
 }
 
 /** Signs a body as the service would, for testing a receiver: the headers to send with it. */
@@ -140,10 +143,10 @@ export function memoryDedupeStore(max = 10_000): DedupeStore {
  * recorded only when `handle` succeeds, so a failed attempt runs again on the service's retry.
  * Resolves `{ handled: false }` for a duplicate.
  */
-export async function handleOnce<T>(
-  event: WebhookEvent,
+export async function handleOnce<E extends { id: string }, T>(
+  event: E,
   store: DedupeStore,
-  handle: (event: WebhookEvent) => Promise<T> | T,
+  handle: (event: E) => Promise<T> | T,
 ): Promise<{ handled: true; result: T } | { handled: false }> {
   if (await store.has(event.id)) return { handled: false };
   const result = await handle(event);

@@ -14,7 +14,10 @@ if (!embedded) throw new Error('no embedded database');
 const server = await startTestServer(embedded);
 try {
   const document = await http(server.partnerUrl, 'GET', '/api/public/v1/openapi.json');
-  if (document.status !== 200) throw new Error(`GET /openapi.json answered ${document.status}: ${document.text}`);
+  if (document.status !== 200) {
+    const errors = server.logs.filter((line) => line.err !== undefined).map((line) => JSON.stringify(line.err, null, 2));
+    throw new Error(`GET /openapi.json answered ${document.status}: ${document.text}\n${errors.join('\n')}`);
+  }
   writeFileSync(COMMITTED_OPENAPI, `${JSON.stringify(document.body, null, 2)}\n`);
   process.stdout.write(`wrote ${COMMITTED_OPENAPI} (${Object.keys((document.body as { paths: object }).paths).length} paths)\n`);
 } finally {

@@ -11,7 +11,7 @@ import addFormats from 'ajv-formats';
  * client calls `checkContract` for every response, so each integration test is also a contract test.
  */
 const PREFIX = '/api/public/v1';
-const ERROR_ENVELOPE_ID = 'https://tenantry.invalid/schemas/ErrorEnvelope';
+const SCHEMA_BASE = 'https://tenantry.invalid/schemas/';
 const DOCUMENT_PATH = fileURLToPath(new URL('../../../docs/openapi.json', import.meta.url));
 
 interface Response {
@@ -30,6 +30,7 @@ interface Route {
 
 let routes: Route[] | undefined;
 let ajv: Ajv2020 | undefined;
+let webhooks: Record<string, { post: { requestBody: { content: { 'application/json': { schema: unknown } } } } }> = {};
 const validators = new Map<string, ValidateFunction>();
 
 function load(): Route[] {
@@ -37,10 +38,14 @@ function load(): Route[] {
   const document = JSON.parse(readFileSync(DOCUMENT_PATH, 'utf8')) as {
     paths: Record<string, Record<string, Operation>>;
     components: { schemas: Record<string, unknown> };
+    webhooks: typeof webhooks;
   };
   ajv = new Ajv2020({ strict: false, allErrors: true });
   (addFormats as unknown as (a: Ajv2020) => void)(ajv);
-  ajv.addSchema({ ...(document.components.schemas.ErrorEnvelope as object), $id: ERROR_ENVELOPE_ID });
+  // The document's named schemas, each registered under an absolute id its references are rewritten to.
+  for (const [name, schema] of Object.entries(document.components.schemas))
+    ajv.addSchema({ ...(absolute(schema) as object), $id: `${SCHEMA_BASE}${name}` });
+  webhooks = document.webhooks;
   routes = [];
   for (const [path, operations] of Object.entries(document.paths)) {
     const pattern = new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`);
@@ -51,13 +56,13 @@ function load(): Route[] {
   return routes;
 }
 
+const absolute = (schema: unknown): unknown => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', `"${SCHEMA_BASE}`));
+
 function validator(operation: Operation, status: string, schema: unknown): ValidateFunction {
   const key = `${operation.operationId} ${status}`;
   let validate = validators.get(key);
   if (!validate) {
-    // The document's one shared schema, registered under an absolute id.
-    const resolved = JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/ErrorEnvelope"', `"${ERROR_ENVELOPE_ID}"`));
-    validate = (ajv as Ajv2020).compile(resolved as object);
+    validate = (ajv as Ajv2020).compile(absolute(schema) as object);
     validators.set(key, validate);
   }
   return validate;
@@ -86,5 +91,25 @@ export function checkContract(method: string, url: string, status: number, heade
   assert.ok(
     validate(body),
     `contract: ${method} ${pathname} ${status} does not match ${operation.operationId}'s schema: ${JSON.stringify(validate.errors)}\n${JSON.stringify(body)}`,
+  );
+}
+
+/**
+ * A webhook delivery's body against the document's `webhooks` entry for its event: what the SDK's
+ * `WebhookEvent` union promises a receiver.
+ */
+export function checkWebhookBody(body: { event: string }): void {
+  load();
+  const entry = webhooks[body.event];
+  assert.ok(entry, `contract: the document has no webhooks entry for ${body.event}`);
+  const key = `webhook ${body.event}`;
+  let validate = validators.get(key);
+  if (!validate) {
+    validate = (ajv as Ajv2020).compile(absolute(entry.post.requestBody.content['application/json'].schema) as object);
+    validators.set(key, validate);
+  }
+  assert.ok(
+    validate(body),
+    `contract: the ${body.event} delivery does not match the document: ${JSON.stringify(validate.errors)}\n${JSON.stringify(body)}`,
   );
 }

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { checkWebhookBody } from './contract.ts';
 
 const TLS_DIR = fileURLToPath(new URL('./fixtures/webhook-tls/', import.meta.url));
 /** The test CA that signed the receiver's certificate (for receiver.test, localhost, 127.0.0.1 and ::1). */
@@ -26,6 +27,8 @@ export type Answer = number | 'hang' | 'reset';
  */
 export class WebhookReceiver {
   readonly deliveries: ReceivedDelivery[] = [];
+  /** Deliveries whose body the OpenAPI document's `webhooks` section does not describe; `close()` fails on any. */
+  readonly contractViolations: string[] = [];
   answer: (delivery: ReceivedDelivery) => Answer = () => 200;
   readonly #server: Server;
   readonly #hanging = new Set<() => void>();
@@ -46,6 +49,11 @@ export class WebhookReceiver {
             receivedAtMs: Date.now(),
           };
           this.deliveries.push(delivery);
+          try {
+            checkWebhookBody(delivery.body);
+          } catch (error) {
+            this.contractViolations.push((error as Error).message);
+          }
           const answer = this.answer(delivery);
           if (answer === 'hang') {
             this.#hanging.add(() => response.destroy());
@@ -87,6 +95,7 @@ export class WebhookReceiver {
     for (const release of this.#hanging) release();
     this.#server.closeAllConnections();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    if (this.contractViolations.length > 0) throw new Error(this.contractViolations.join('\n'));
   }
 }
 

@@ -19,7 +19,7 @@ export const Resources = Type.Object(
     storage_gib: Amount('storage, GiB'),
     gpus: Gpus,
   },
-  { additionalProperties: false },
+  { title: 'Resources', additionalProperties: false },
 );
 
 /** A project cap: any of the dimensions; what it omits is bounded only by the customer's quota. */
@@ -30,17 +30,20 @@ export const ProjectCap = Type.Object(
     storage_gib: Type.Optional(Amount('storage, GiB')),
     gpus: Type.Optional(Gpus),
   },
-  { additionalProperties: false },
+  { title: 'ProjectCap', additionalProperties: false },
 );
 export const ProjectCaps = Type.Record(Type.String({ pattern: DNS_LABEL }), ProjectCap, { description: 'Caps by project name.' });
 
 /** CONTRACT §4, Quota. */
-export const Quota = Type.Object({
-  customer_id: Type.String(),
-  revision: Type.Integer({ minimum: 1 }),
-  quota: Resources,
-  project_caps: ProjectCaps,
-});
+export const Quota = Type.Object(
+  {
+    customer_id: Type.String(),
+    revision: Type.Integer({ minimum: 1 }),
+    quota: Resources,
+    project_caps: ProjectCaps,
+  },
+  { title: 'Quota' },
+);
 export type Quota = Static<typeof Quota>;
 
 export const PutQuotaRequest = Type.Object(
@@ -49,32 +52,38 @@ export const PutQuotaRequest = Type.Object(
     quota: Resources,
     project_caps: Type.Optional(ProjectCaps),
   },
-  { additionalProperties: false },
+  { title: 'PutQuotaRequest', additionalProperties: false },
 );
 export type PutQuotaRequest = Static<typeof PutQuotaRequest>;
 
 /** CONTRACT §4, Plan. */
-export const Plan = Type.Object({ id: Type.String(), display_name: Type.String(), quota: Resources });
+export const Plan = Type.Object({ id: Type.String(), display_name: Type.String(), quota: Resources }, { title: 'Plan' });
 export type Plan = Static<typeof Plan>;
 
-export const CustomerPlan = Type.Object({ customer_id: Type.String(), plan_id: Type.String(), plan: Plan });
-export const PutPlanRequest = Type.Object({ plan_id: PlanId }, { additionalProperties: false });
+export const CustomerPlan = Type.Object({ customer_id: Type.String(), plan_id: Type.String(), plan: Plan }, { title: 'CustomerPlan' });
+export const PutPlanRequest = Type.Object({ plan_id: PlanId }, { title: 'PutPlanRequest', additionalProperties: false });
 
 const PoolDimension = Type.Object({ total: Type.Integer(), allocated: Type.Integer(), available: Type.Integer() });
 
-export const GpuProfile = Type.Object({ name: Type.String(), display_name: Type.String(), memory_gib: Type.Integer() });
+export const GpuProfile = Type.Object(
+  { name: Type.String(), display_name: Type.String(), memory_gib: Type.Integer() },
+  { title: 'GpuProfile' },
+);
 
 /** CONTRACT §4, Capacity. */
-export const Capacity = Type.Object({
-  pool: Type.Object({
-    vcpu: PoolDimension,
-    memory_gib: PoolDimension,
-    storage_gib: PoolDimension,
-    gpus: Type.Record(Type.String(), PoolDimension),
-  }),
-  per_customer_max: Resources,
-  gpu_profiles: Type.Array(GpuProfile),
-});
+export const Capacity = Type.Object(
+  {
+    pool: Type.Object({
+      vcpu: PoolDimension,
+      memory_gib: PoolDimension,
+      storage_gib: PoolDimension,
+      gpus: Type.Record(Type.String(), PoolDimension),
+    }),
+    per_customer_max: Resources,
+    gpu_profiles: Type.Array(GpuProfile),
+  },
+  { title: 'Capacity' },
+);
 export type Capacity = Static<typeof Capacity>;
 
 export const CatalogQuery = Type.Object(PageQuery, { additionalProperties: false });

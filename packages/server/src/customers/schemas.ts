@@ -7,29 +7,35 @@ import { Project } from '../projects/schemas.ts';
 const Timestamp = Type.String({ format: 'date-time' });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
-export const CustomerStatus = Type.Union([
-  Type.Literal('provisioning'),
-  Type.Literal('active'),
-  Type.Literal('failed'),
-  Type.Literal('suspended'),
-  Type.Literal('deletion_scheduled'),
-  Type.Literal('deleting'),
-]);
+export const CustomerStatus = Type.Union(
+  [
+    Type.Literal('provisioning'),
+    Type.Literal('active'),
+    Type.Literal('failed'),
+    Type.Literal('suspended'),
+    Type.Literal('deletion_scheduled'),
+    Type.Literal('deleting'),
+  ],
+  { title: 'CustomerStatus' },
+);
 
 /** CONTRACT §4, Customers: the list item; `GET /customers/{id}` adds `projects`. */
-export const Customer = Type.Object({
-  id: Type.String(),
-  external_id: Type.Union([Type.String(), Type.Null()]),
-  display_name: Type.Union([Type.String(), Type.Null()]),
-  status: CustomerStatus,
-  plan_id: Type.String(),
-  owner: Type.Object({ username: Type.String(), email: Type.String() }),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-  suspended_at: NullableTimestamp,
-  suspension_reason: Type.Union([Type.String(), Type.Null()]),
-  scheduled_deletion_at: NullableTimestamp,
-});
+export const Customer = Type.Object(
+  {
+    id: Type.String(),
+    external_id: Type.Union([Type.String(), Type.Null()]),
+    display_name: Type.Union([Type.String(), Type.Null()]),
+    status: CustomerStatus,
+    plan_id: Type.String(),
+    owner: Type.Object({ username: Type.String(), email: Type.String() }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    suspended_at: NullableTimestamp,
+    suspension_reason: Type.Union([Type.String(), Type.Null()]),
+    scheduled_deletion_at: NullableTimestamp,
+  },
+  { title: 'Customer' },
+);
 export type Customer = Static<typeof Customer>;
 
 export function toCustomer(row: CustomersTable): Customer {
@@ -48,7 +54,10 @@ export function toCustomer(row: CustomersTable): Customer {
   };
 }
 
-export const CustomerWithProjects = Type.Object({ ...Customer.properties, projects: Type.Array(Project) });
+export const CustomerWithProjects = Type.Object(
+  { ...Customer.properties, projects: Type.Array(Project) },
+  { title: 'CustomerWithProjects' },
+);
 export type CustomerWithProjects = Static<typeof CustomerWithProjects>;
 
 export const CreateCustomerRequest = Type.Object(
@@ -68,11 +77,11 @@ export const CreateCustomerRequest = Type.Object(
     plan_id: Type.Optional(PlanId),
     project: Type.Optional(ProjectName),
   },
-  { additionalProperties: false },
+  { title: 'CreateCustomerRequest', additionalProperties: false },
 );
 export type CreateCustomerRequest = Static<typeof CreateCustomerRequest>;
 
-export const CreateCustomerResponse = Type.Object({ customer: Customer, operation: Operation });
+export const CreateCustomerResponse = Type.Object({ customer: Customer, operation: Operation }, { title: 'CreateCustomerResult' });
 
 export const ListCustomersQuery = Type.Object(
   {
@@ -84,20 +93,29 @@ export const ListCustomersQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const SuspendRequest = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) }, { additionalProperties: false });
-export const SuspendResult = Type.Object({
-  customer_id: Type.String(),
-  status: Type.Literal('suspended'),
-  suspended_at: Timestamp,
-  workloads_running: Type.Integer({ description: 'VMs and databases still running (0 once suspended).' }),
-});
+export const SuspendRequest = Type.Object(
+  { reason: Type.Optional(Type.String({ maxLength: 500 })) },
+  { title: 'SuspendRequest', additionalProperties: false },
+);
+export const SuspendResult = Type.Object(
+  {
+    customer_id: Type.String(),
+    status: Type.Literal('suspended'),
+    suspended_at: Timestamp,
+    workloads_running: Type.Integer({ description: 'VMs and databases still running (0 once suspended).' }),
+  },
+  { title: 'SuspendResult' },
+);
 export const ResumeRequest = Type.Object({}, { additionalProperties: false });
-export const ResumeResult = Type.Object({
-  customer_id: Type.String(),
-  status: Type.Literal('active'),
-  workloads_running: Type.Integer(),
-  cancelled_scheduled_deletion: Type.Boolean(),
-});
+export const ResumeResult = Type.Object(
+  {
+    customer_id: Type.String(),
+    status: Type.Literal('active'),
+    workloads_running: Type.Integer(),
+    cancelled_scheduled_deletion: Type.Boolean(),
+  },
+  { title: 'ResumeResult' },
+);
 
 export const DeleteCustomerQuery = Type.Object(
   {
@@ -106,12 +124,15 @@ export const DeleteCustomerQuery = Type.Object(
   },
   { additionalProperties: false },
 );
-export const DeleteCustomerResult = Type.Object({
-  customer_id: Type.String(),
-  status: CustomerStatus,
-  scheduled_deletion_at: NullableTimestamp,
-  grace_days: Type.Union([Type.Integer(), Type.Null()]),
-  recoverable: Type.Boolean(),
-  operation_id: Type.Union([Type.String(), Type.Null()], { description: 'The customer.delete operation once teardown has started.' }),
-});
+export const DeleteCustomerResult = Type.Object(
+  {
+    customer_id: Type.String(),
+    status: CustomerStatus,
+    scheduled_deletion_at: NullableTimestamp,
+    grace_days: Type.Union([Type.Integer(), Type.Null()]),
+    recoverable: Type.Boolean(),
+    operation_id: Type.Union([Type.String(), Type.Null()], { description: 'The customer.delete operation once teardown has started.' }),
+  },
+  { title: 'DeleteCustomerResult' },
+);
 export type DeleteCustomerResult = Static<typeof DeleteCustomerResult>;

@@ -3,13 +3,16 @@ import type { EventsTable } from '../infra/db/schema.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 
 /** partner-api.md, Event body: what a webhook delivery carries and `GET /events` lists. */
-export const EventBody = Type.Object({
-  id: Type.String({ description: 'The delivery id (`dlv_...`); deduplicate on it.' }),
-  event: Type.String(),
-  created_at: Type.String({ format: 'date-time' }),
-  partner_id: Type.String(),
-  data: Type.Record(Type.String(), Type.Unknown()),
-});
+export const EventBody = Type.Object(
+  {
+    id: Type.String({ description: 'The delivery id (`dlv_...`); deduplicate on it.' }),
+    event: Type.String(),
+    created_at: Type.String({ format: 'date-time' }),
+    partner_id: Type.String(),
+    data: Type.Record(Type.String(), Type.Unknown()),
+  },
+  { title: 'Event' },
+);
 export type EventBody = Static<typeof EventBody>;
 
 export const ListEventsQuery = Type.Object(

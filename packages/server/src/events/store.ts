@@ -2,6 +2,7 @@ import type { Db } from '../infra/db/database.ts';
 import type { KeyMode } from '../infra/db/schema.ts';
 import { newId } from '../infra/ids.ts';
 import { initialDeliveryState } from '../webhooks/store.ts';
+import type { EventData } from './payloads.ts';
 
 /** partner-api.md, Event kinds (`ping` is sent by `POST /webhook/test`, not recorded here). */
 export const EVENT_TYPES = [
@@ -20,11 +21,12 @@ export const EVENT_TYPES = [
 
 export type EventType = (typeof EVENT_TYPES)[number];
 
-export interface NewEvent {
+export interface NewEvent<T extends EventType = EventType> {
   partnerId: string;
   mode: KeyMode;
-  type: EventType;
-  data: Record<string, unknown>;
+  type: T;
+  /** Typed by the event's schema (`payloads.ts`), which the OpenAPI document publishes. */
+  data: EventData<T>;
   /** The partner's mode clock at the change. */
   at: Date;
 }
@@ -35,7 +37,7 @@ export interface NewEvent {
  * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
  * partner's receiver wants it.
  */
-export async function recordEvent(trx: Db, event: NewEvent): Promise<string> {
+export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
   const id = newId('delivery');
   await trx
     .insertInto('events')

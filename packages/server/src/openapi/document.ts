@@ -2,8 +2,7 @@ import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import type { Scope } from '../auth/scopes.ts';
-import { EventBody } from '../events/schemas.ts';
-import { EVENT_TYPES } from '../events/store.ts';
+import { EVENT_DATA, type EventName, eventBodySchema, eventSchemaName } from '../events/payloads.ts';
 import { ERROR_CATALOGUE, type ErrorCode } from '../infra/errors/catalogue.ts';
 
 /**
@@ -32,6 +31,8 @@ const ErrorEnvelope = Type.Object(
   },
   { $id: 'ErrorEnvelope', title: 'ErrorEnvelope' },
 );
+
+const EVENT_NAMES = Object.keys(EVENT_DATA) as EventName[];
 
 const header = (description: string, type: 'string' | 'integer' = 'string') => ({ description, schema: { type } });
 const HEADERS = {
@@ -178,6 +179,39 @@ function completeOperations(document: OpenApiDocument): OpenApiDocument {
   return document;
 }
 
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+const isObject = (value: Json): value is { [key: string]: Json } => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * Every schema with a `title` (Customer, Project, Quota, the event bodies, ...) becomes a named
+ * component, referenced wherever it appears, so the document reads like the API's vocabulary and the
+ * SDK's types get their names. Two different schemas with one title are a mistake in the source and
+ * stop the build.
+ */
+function nameSchemas(document: OpenApiDocument): OpenApiDocument {
+  const components = document.components as { schemas: Record<string, Json> };
+  const named = components.schemas;
+  const visit = (node: Json, root = false): Json => {
+    if (Array.isArray(node)) return node.map((item) => visit(item));
+    if (!isObject(node)) return node;
+    const copy: { [key: string]: Json } = {};
+    for (const [key, value] of Object.entries(node)) copy[key] = visit(value);
+    const title = copy.title;
+    if (root || typeof title !== 'string' || !('type' in copy || 'anyOf' in copy || 'oneOf' in copy)) return copy;
+    const existing = named[title];
+    if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(copy)) {
+      throw new Error(`OpenAPI: two different schemas are titled ${title}; rename one of them`);
+    }
+    named[title] = copy;
+    return { $ref: `#/components/schemas/${title}` };
+  };
+  for (const [name, schema] of Object.entries(named)) named[name] = visit(schema, true);
+  document.paths = visit(document.paths as Json) as OpenApiDocument['paths'];
+  document.webhooks = visit(document.webhooks as Json);
+  components.schemas = Object.fromEntries(Object.entries(named).sort(([a], [b]) => a.localeCompare(b)));
+  return document;
+}
+
 export async function registerOpenApi(app: FastifyInstance, options: { version: string }): Promise<void> {
   await app.register(swagger, {
     openapi: {
@@ -197,10 +231,15 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
           },
         },
         headers: HEADERS,
-        schemas: { ErrorEnvelope: ErrorEnvelope as never },
+        // Components pass through @fastify/swagger's conversion as the route schemas do, so the event
+        // bodies and the schemas they share with routes (Project, Quota) come out the same.
+        schemas: {
+          ErrorEnvelope: ErrorEnvelope as never,
+          ...Object.fromEntries(EVENT_NAMES.map((event) => [eventSchemaName(event), eventBodySchema(event) as never])),
+        },
       },
       webhooks: Object.fromEntries(
-        [...EVENT_TYPES, 'ping'].map((type) => [
+        EVENT_NAMES.map((type) => [
           type,
           {
             post: {
@@ -213,9 +252,7 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
               })),
               requestBody: {
                 required: true,
-                content: {
-                  'application/json': { schema: { ...EventBody, properties: { ...EventBody.properties, event: { const: type } } } },
-                },
+                content: { 'application/json': { schema: { $ref: `#/components/schemas/${eventSchemaName(type)}` } } },
               },
               responses: { '200': { description: 'Any 2xx acknowledges the delivery.' } },
             },
@@ -230,6 +267,7 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
       const security = scope === undefined ? [] : [{ partnerToken: scope === 'any' ? [] : [scope] }];
       return { schema: { ...schema, security } as typeof schema, url };
     },
-    transformObject: (documentObject) => completeOperations((documentObject as { openapiObject: OpenApiDocument }).openapiObject),
+    transformObject: (documentObject) =>
+      nameSchemas(completeOperations((documentObject as { openapiObject: OpenApiDocument }).openapiObject)),
   });
 }

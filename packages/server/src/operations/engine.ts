@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { startTeardown } from '../customers/lifecycle.ts';
 import { type CustomerRow, lockCustomerByUid, removeCustomer, updateCustomer } from '../customers/store.ts';
+import type { EventData } from '../events/payloads.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
@@ -334,7 +335,7 @@ function customerCreate({ platform, logger }: OperationEngineDeps): Step {
     async finish(trx, op, ctx, outcome, customer) {
       const project = customer ? await lockProject(trx, customer.uid, op.project ?? 'default') : undefined;
       const ok = outcome.state === 'done';
-      let state: string = customer?.status ?? 'deleted';
+      let state: EventData<'customer.ready'>['state'] = customer?.status ?? 'deleted';
       if (customer?.status === 'provisioning') {
         state = ok ? 'active' : 'failed';
         await updateCustomer(trx, customer.uid, { status: ok ? 'active' : 'failed', updated_at: ctx.now });

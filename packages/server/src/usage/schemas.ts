@@ -12,13 +12,16 @@ export const UsageListQuery = Type.Object({ ...PageQuery, ...UsageWindowQuery },
 export const CustomerUsageQuery = Type.Object(UsageWindowQuery, { additionalProperties: false });
 
 /** CONTRACT §4, Capacity, usage: resource-hours of one customer within [from, to). */
-export const UsageRecord = Type.Object({
-  customer_id: Type.String(),
-  from: Type.String(),
-  to: Type.String(),
-  vcpu_hours: Type.Number(),
-  memory_gib_hours: Type.Number(),
-  storage_gib_hours: Type.Number(),
-  gpu_hours: Type.Record(Type.String(), Type.Number()),
-});
+export const UsageRecord = Type.Object(
+  {
+    customer_id: Type.String(),
+    from: Type.String(),
+    to: Type.String(),
+    vcpu_hours: Type.Number(),
+    memory_gib_hours: Type.Number(),
+    storage_gib_hours: Type.Number(),
+    gpu_hours: Type.Record(Type.String(), Type.Number()),
+  },
+  { title: 'UsageRecord' },
+);
 export type UsageRecord = Static<typeof UsageRecord>;

@@ -3,16 +3,19 @@ import type { UsersTable } from '../infra/db/schema.ts';
 import { Email, Username } from '../platform/names.ts';
 
 /** CONTRACT §4, Users. */
-export const User = Type.Object({
-  username: Type.String(),
-  email: Type.String(),
-  role: Type.Union([Type.Literal('admin'), Type.Literal('member')]),
-  is_owner: Type.Boolean(),
-  first_name: Type.Union([Type.String(), Type.Null()]),
-  last_name: Type.Union([Type.String(), Type.Null()]),
-  required_actions: Type.Array(Type.String(), { description: 'Identity-provider actions the user must finish before a console login.' }),
-  created_at: Type.String({ format: 'date-time' }),
-});
+export const User = Type.Object(
+  {
+    username: Type.String(),
+    email: Type.String(),
+    role: Type.Union([Type.Literal('admin'), Type.Literal('member')]),
+    is_owner: Type.Boolean(),
+    first_name: Type.Union([Type.String(), Type.Null()]),
+    last_name: Type.Union([Type.String(), Type.Null()]),
+    required_actions: Type.Array(Type.String(), { description: 'Identity-provider actions the user must finish before a console login.' }),
+    created_at: Type.String({ format: 'date-time' }),
+  },
+  { title: 'User' },
+);
 export type User = Static<typeof User>;
 
 export function toUser(row: UsersTable): User {
@@ -38,13 +41,16 @@ export const CreateUserRequest = Type.Object(
     first_name: Type.Optional(PersonName),
     last_name: Type.Optional(PersonName),
   },
-  { additionalProperties: false },
+  { title: 'CreateUserRequest', additionalProperties: false },
 );
 export type CreateUserRequest = Static<typeof CreateUserRequest>;
 
-export const DeleteUserResult = Type.Object({ username: Type.String(), deleted: Type.Literal(true) });
+export const DeleteUserResult = Type.Object({ username: Type.String(), deleted: Type.Literal(true) }, { title: 'DeleteUserResult' });
 
-export const ConsoleLoginResult = Type.Object({
-  url: Type.String({ description: 'Opens the console as this user, once, before expires_at.' }),
-  expires_at: Type.String({ format: 'date-time' }),
-});
+export const ConsoleLoginResult = Type.Object(
+  {
+    url: Type.String({ description: 'Opens the console as this user, once, before expires_at.' }),
+    expires_at: Type.String({ format: 'date-time' }),
+  },
+  { title: 'ConsoleLogin' },
+);

@@ -16,22 +16,25 @@ export const PutWebhookRequest = Type.Object(
     ),
     enabled: Type.Optional(Type.Boolean({ description: 'Default true; false stops delivery.' })),
   },
-  { additionalProperties: false },
+  { title: 'PutWebhookRequest', additionalProperties: false },
 );
 export type PutWebhookRequest = Static<typeof PutWebhookRequest>;
 
 /** partner-api.md, Webhook configuration. */
-export const WebhookConfig = Type.Object({
-  url: Type.String(),
-  events: Type.Array(Type.String()),
-  enabled: Type.Boolean(),
-  signing_secret_configured: Type.Literal(true),
-  /** Only in the answer of the PUT that created the secret (and its idempotent replays). */
-  signing_secret: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
-  previous_secret_valid_until: Type.Union([Timestamp, Type.Null()]),
-  created_at: Timestamp,
-  updated_at: Timestamp,
-});
+export const WebhookConfig = Type.Object(
+  {
+    url: Type.String(),
+    events: Type.Array(Type.String()),
+    enabled: Type.Boolean(),
+    signing_secret_configured: Type.Literal(true),
+    /** Only in the answer of the PUT that created the secret (and its idempotent replays). */
+    signing_secret: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+    previous_secret_valid_until: Type.Union([Timestamp, Type.Null()]),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { title: 'Webhook' },
+);
 export type WebhookConfig = Static<typeof WebhookConfig>;
 
 export function toWebhookConfig(row: WebhooksTable, now: Date): WebhookConfig {
@@ -47,34 +50,43 @@ export function toWebhookConfig(row: WebhooksTable, now: Date): WebhookConfig {
   };
 }
 
-export const DeleteWebhookResult = Type.Object({ deleted: Type.Literal(true) });
+export const DeleteWebhookResult = Type.Object({ deleted: Type.Literal(true) }, { title: 'DeleteWebhookResult' });
 
-export const SecretRotation = Type.Object({
-  signing_secret: Type.String({ pattern: '^[0-9a-f]{64}$' }),
-  previous_secret_valid_until: Timestamp,
-});
+export const SecretRotation = Type.Object(
+  {
+    signing_secret: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+    previous_secret_valid_until: Timestamp,
+  },
+  { title: 'SecretRotation' },
+);
 export type SecretRotation = Static<typeof SecretRotation>;
 
 /** `POST /webhook/test`. */
-export const TestDeliveryResult = Type.Object({
-  delivered: Type.Boolean(),
-  delivery_id: Type.String(),
-  attempts: Type.Integer(),
-  status: Type.Union([Type.Integer(), Type.Null()]),
-  error: Type.Union([Type.String(), Type.Null()]),
-});
+export const TestDeliveryResult = Type.Object(
+  {
+    delivered: Type.Boolean(),
+    delivery_id: Type.String(),
+    attempts: Type.Integer(),
+    status: Type.Union([Type.Integer(), Type.Null()]),
+    error: Type.Union([Type.String(), Type.Null()]),
+  },
+  { title: 'TestDeliveryResult' },
+);
 export type TestDeliveryResult = Static<typeof TestDeliveryResult>;
 
 /** partner-api.md, Delivery record: one attempt; `attempts` is that attempt's number. */
-export const DeliveryRecord = Type.Object({
-  id: Type.String(),
-  event: Type.String(),
-  delivered: Type.Boolean(),
-  attempts: Type.Integer(),
-  status: Type.Union([Type.Integer(), Type.Null()]),
-  error: Type.Union([Type.String(), Type.Null()]),
-  at: Timestamp,
-});
+export const DeliveryRecord = Type.Object(
+  {
+    id: Type.String(),
+    event: Type.String(),
+    delivered: Type.Boolean(),
+    attempts: Type.Integer(),
+    status: Type.Union([Type.Integer(), Type.Null()]),
+    error: Type.Union([Type.String(), Type.Null()]),
+    at: Timestamp,
+  },
+  { title: 'WebhookDelivery' },
+);
 export type DeliveryRecord = Static<typeof DeliveryRecord>;
 
 export function toDeliveryRecord(row: Omit<WebhookAttemptsTable, 'seq'>): DeliveryRecord {

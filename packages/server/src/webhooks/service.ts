@@ -1,3 +1,4 @@
+import type { EventData } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
@@ -137,7 +138,7 @@ export class WebhookService {
       event: 'ping',
       created_at: tenant.now.toISOString(),
       partner_id: tenant.partnerId,
-      data: { message: 'Test delivery from Tenantry: your receiver is reachable.' },
+      data: { message: 'Test delivery from Tenantry: your receiver is reachable.' } satisfies EventData<'ping'>,
     });
     const timestamp = Math.floor(clock.nowMs() / 1000);
     const result = await sender.send({
