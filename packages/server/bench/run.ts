@@ -14,8 +14,10 @@
  *       and delivery lag p50/p99 at 200 events per second (goal: p99 under 1 s)
  *   (h) quotas (bench/quotas.ts): PUT /customers/{id}/quota per second for one
  *       partner (serialised by its capacity lock) and across 50 partners
+ *   (i) sdk (bench/sdk.ts): what @tenantry/sdk adds on the caller's side to a
+ *       GET /customers/{id}, against a bare fetch (PGlite)
  *
- * BENCH_ONLY=api, webhooks or quotas runs one part.
+ * BENCH_ONLY=api, webhooks, quotas or sdk runs one part.
  * The server runs in its own process (as `tenantry serve`); the load comes
  * from this one, over loopback. Set TENANTRY_BENCH_DATABASE_URL to choose the
  * PostgreSQL server (default: the local test database, skipped if unreachable).
@@ -31,6 +33,7 @@ import pg from 'pg';
 import { spawnServe } from '../test/serve-process.ts';
 import { OPERATOR_TOKEN, openServerDatabase, operator, partnerToken } from './common.ts';
 import { benchQuotas } from './quotas.ts';
+import { benchSdk } from './sdk.ts';
 import { benchWebhooks } from './webhooks.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
@@ -274,7 +277,7 @@ function print(results: Result[], baseline: Result): void {
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
-// BENCH_ONLY=api, webhooks or quotas runs one part; all by default.
+// BENCH_ONLY=api, webhooks, quotas or sdk runs one part; all by default.
 const only = process.env.BENCH_ONLY;
 const baseline = await bare();
 const results: Result[] = [baseline];
@@ -304,6 +307,9 @@ if (only === undefined || only === 'quotas') {
 if (only === undefined || only === 'webhooks') {
   notes.lines.push(...(await benchWebhooks('PGlite', embedded())));
   notes.lines.push(...((await onPostgres((env) => benchWebhooks('PostgreSQL', env))) ?? []));
+}
+if (only === undefined || only === 'sdk') {
+  notes.lines.push(...(await benchSdk('PGlite', embedded())));
 }
 print(results, baseline);
 const whoamiRatios = results

@@ -16,6 +16,7 @@ const DOCUMENT_PATH = fileURLToPath(new URL('../../../docs/openapi.json', import
 
 interface Response {
   headers?: Record<string, unknown>;
+  'x-error-codes'?: string[];
   content?: { 'application/json'?: { schema?: unknown } };
 }
 interface Operation {
@@ -84,6 +85,14 @@ export function checkContract(method: string, url: string, status: number, heade
   for (const name of Object.keys(documented.headers ?? {})) {
     if (name === 'Retry-After') continue;
     assert.ok(headers.has(name), `contract: ${method} ${pathname} ${status} lacks the documented header ${name}`);
+  }
+  const codes = documented['x-error-codes'];
+  if (codes) {
+    const code = (body as { error?: { code?: string } } | undefined)?.error?.code ?? '';
+    assert.ok(
+      codes.includes(code),
+      `contract: ${method} ${pathname} (${operation.operationId}) answered ${status} ${code}, which the document does not list for it (OPERATION_ERRORS in src/openapi/document.ts)`,
+    );
   }
   const schema = documented.content?.['application/json']?.schema;
   if (schema === undefined) return;

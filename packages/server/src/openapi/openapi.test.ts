@@ -65,6 +65,13 @@ if (target) {
       assert.throws(() => checkContract('GET', url, 200, new Headers(), {}), /lacks the documented header X-Request-Id/);
       const envelope = { status: 'error', error: { code: 'NOT_FOUND', message: 'm', request_id: 'req_1' } };
       checkContract('GET', url, 404, headers, envelope);
+      // A documented status with a code the operation does not list for it.
+      const busy = { status: 'error', error: { code: 'BUSY', message: 'm', request_id: 'req_1' } };
+      assert.throws(() => checkContract('GET', url, 409, headers, busy), /does not list/);
+      assert.throws(
+        () => checkContract('GET', url, 404, headers, { ...busy }),
+        /answered 404 BUSY, which the document does not list for it/,
+      );
     });
 
     test('the committed docs/openapi.json is the generated one (run `npm run openapi` after changing a route)', () => {
