@@ -20,16 +20,16 @@ const CreateOutcome = {
   error: Type.Union([OperationError, Type.Null()], { description: 'Set when the operation failed.' }),
 };
 
+const CustomerCreated = Type.Object({
+  ...CreateOutcome,
+  state: Type.Union([CustomerStatus, Type.Literal('deleted')], { description: "The customer's status when its creation finished." }),
+});
+const ProjectCreated = Type.Object({ ...CreateOutcome, state: Project.properties.state });
+
 export const EVENT_DATA = {
   ping: Type.Object({ message: Type.String() }),
-  'customer.ready': Type.Object({
-    ...CreateOutcome,
-    state: Type.Union([CustomerStatus, Type.Literal('deleted')], { description: "The customer's status when its creation finished." }),
-  }),
-  'customer.failed': Type.Object({
-    ...CreateOutcome,
-    state: Type.Union([CustomerStatus, Type.Literal('deleted')], { description: "The customer's status when its creation finished." }),
-  }),
+  'customer.ready': CustomerCreated,
+  'customer.failed': CustomerCreated,
   'customer.suspended': Type.Object({
     customer_id: Type.String(),
     state: Type.Literal('suspended'),
@@ -55,14 +55,8 @@ export const EVENT_DATA = {
   }),
   'customer.quota_changed': Type.Object({ customer_id: Type.String(), quota: Quota }),
   'customer.plan_changed': Type.Object({ customer_id: Type.String(), plan_id: Type.String() }),
-  'project.ready': Type.Object({
-    ...CreateOutcome,
-    state: Project.properties.state,
-  }),
-  'project.failed': Type.Object({
-    ...CreateOutcome,
-    state: Project.properties.state,
-  }),
+  'project.ready': ProjectCreated,
+  'project.failed': ProjectCreated,
   'project.deleted': Type.Object({ customer_id: Type.String(), project: Type.String({ description: 'The project name.' }) }),
 } satisfies Record<string, TSchema>;
 
