@@ -3,6 +3,7 @@ import { Quota } from '../capacity/schemas.ts';
 import { CustomerStatus } from '../customers/schemas.ts';
 import { OperationError } from '../operations/schemas.ts';
 import { Project } from '../projects/schemas.ts';
+import { EventBody } from './schemas.ts';
 
 /**
  * partner-api.md, Event kinds: the `data` of every event, defined once. `recordEvent` is typed by
@@ -71,14 +72,5 @@ export function eventSchemaName(event: EventName): string {
 
 /** The body a delivery of `event` carries (partner-api.md, Event body), with its `data` schema. */
 export function eventBodySchema<T extends EventName>(event: T) {
-  return Type.Object(
-    {
-      id: Type.String({ description: 'The delivery id (`dlv_...`); deduplicate on it.' }),
-      event: Type.Literal(event),
-      created_at: Timestamp,
-      partner_id: Type.String(),
-      data: EVENT_DATA[event],
-    },
-    { title: eventSchemaName(event) },
-  );
+  return Type.Object({ ...EventBody.properties, event: Type.Literal(event), data: EVENT_DATA[event] }, { title: eventSchemaName(event) });
 }

@@ -2,24 +2,11 @@ import type { Db } from '../infra/db/database.ts';
 import type { KeyMode } from '../infra/db/schema.ts';
 import { newId } from '../infra/ids.ts';
 import { initialDeliveryState } from '../webhooks/store.ts';
-import type { EventData } from './payloads.ts';
+import { EVENT_DATA, type EventData, type EventName } from './payloads.ts';
 
-/** partner-api.md, Event kinds (`ping` is sent by `POST /webhook/test`, not recorded here). */
-export const EVENT_TYPES = [
-  'customer.ready',
-  'customer.failed',
-  'customer.suspended',
-  'customer.resumed',
-  'customer.deletion_scheduled',
-  'customer.deleted',
-  'customer.quota_changed',
-  'customer.plan_changed',
-  'project.ready',
-  'project.failed',
-  'project.deleted',
-] as const;
-
-export type EventType = (typeof EVENT_TYPES)[number];
+/** The events a state change records: every kind in `payloads.ts` but `ping` (sent only by `POST /webhook/test`). */
+export type EventType = Exclude<EventName, 'ping'>;
+export const EVENT_TYPES = (Object.keys(EVENT_DATA) as EventName[]).filter((name): name is EventType => name !== 'ping');
 
 export interface NewEvent<T extends EventType = EventType> {
   partnerId: string;
