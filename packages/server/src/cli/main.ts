@@ -56,6 +56,7 @@ program
 registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
+(await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
 
 program
   .command('audit')
