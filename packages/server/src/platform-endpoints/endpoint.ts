@@ -138,7 +138,9 @@ export class EndpointController {
     if (this.#slice === undefined) {
       this.#slice = (await this.#deps.kube.getSlice(namespace, sliceName(this.#service.metadata?.name ?? ''))) ?? null;
       // A new leader carries on from the slice as it stands: nodes in it start healthy, others unjudged.
-      for (const backend of readyBackends(this.#slice ?? undefined)) this.#health.set(backend.nodeName, new BackendHealth(true));
+      // (Read again after a failed write, it changes no judgement already made.)
+      for (const backend of readyBackends(this.#slice ?? undefined))
+        if (!this.#health.has(backend.nodeName)) this.#health.set(backend.nodeName, new BackendHealth(true));
     }
     const targets = this.#targets(settings);
     const names = new Set(targets.map((t) => t.nodeName));

@@ -1,6 +1,6 @@
 import type { KubeConfig, V1Node, V1Service } from '@kubernetes/client-node';
 import { type Scheduler, systemScheduler } from '../infra/scheduler.ts';
-import { isManaged } from './annotations.ts';
+import { type EndpointSettings, isManaged } from './annotations.ts';
 import { EndpointController, serviceKey } from './endpoint.ts';
 import { KubeClient } from './kube.ts';
 import { LeaderElector } from './leader.ts';
@@ -75,9 +75,14 @@ export class EndpointManager {
     return this.#watches.length > 0 && this.#watches.every((w) => w.synced);
   }
 
-  /** Services managed right now, with their settings (undefined when invalid). */
+  /** The Services managed right now (namespace/name). */
   get endpoints(): string[] {
     return [...this.#controllers.keys()];
+  }
+
+  /** The settings a managed Service's annotations give right now (undefined: not managed, or invalid). */
+  settingsOf(key: string): EndpointSettings | undefined {
+    return this.#controllers.get(key)?.settings;
   }
 
   start(): void {

@@ -5,7 +5,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { generate } from 'selfsigned';
-import { Faults, type LoggedRequest, type RequestMatcher } from './faults.ts';
+import { Faults, type LoggedRequest } from './faults.ts';
 import { ResourceRegistry, type ResourceType } from './registry.ts';
 import { type HandlerContext, handle } from './server.ts';
 import { type KubeObject, ObjectStore } from './store.ts';
@@ -213,7 +213,7 @@ export class KubeApi {
   }
 
   /** Requests in the log that match. */
-  requests(match: RequestMatcher = () => true): LoggedRequest[] {
+  requests(match: (request: LoggedRequest) => boolean = () => true): LoggedRequest[] {
     return this.log.filter(match);
   }
 
