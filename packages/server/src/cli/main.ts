@@ -72,6 +72,7 @@ registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
 registerSecretKeyCommands(program);
+(await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
 
 program
   .command('audit')
