@@ -195,7 +195,9 @@ console.log(JSON.stringify({ node: process.versions.node, client: typeof client.
     ["the machine's Node 20", () => NODE20],
   ];
   for (const [label, node] of runtimes) {
-    test(`import { Tenantry } from '@tenantry/sdk' works on ${label}`, { skip: label.includes('20') && !NODE20 ? NO_NODE20 : false }, async (t) => {
+    test(`import { Tenantry } from '@tenantry/sdk' works on ${label}`, {
+      skip: label.includes('20') && !NODE20 ? NO_NODE20 : false,
+    }, async (t) => {
       if (!clone) return t.skip('not a git checkout: there is no clone to make');
       writeFileSync(join(clone, 'try-sdk.mjs'), SCRIPT);
       const ran = await run(node() ?? '', ['try-sdk.mjs'], { cwd: clone, env: userEnv });

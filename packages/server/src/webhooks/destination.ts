@@ -71,6 +71,16 @@ export function refusedAddress(address: string): string | undefined {
   return undefined;
 }
 
+/**
+ * What a partner can do about a refused private receiver: the operator's switch, and the certificate it
+ * then still needs. Said with every refusal, never with the address a name resolved to (a partner must
+ * not learn what names resolve to inside the network).
+ */
+export const PRIVATE_RECEIVER_HINT =
+  'for a receiver on a private network, the operator can allow private receivers for this partner ' +
+  '(tenantry partners update <partner-id> --allow-private-webhooks); it must still serve HTTPS with a ' +
+  "certificate from a public CA or from a CA the server trusts (the operator's TENANTRY_WEBHOOK_CA_FILE)";
+
 /** Names that always mean this machine (RFC 6761). */
 const isLocalhostName = (host: string) => /^(.*\.)?localhost$/i.test(host);
 
@@ -96,7 +106,13 @@ export class DestinationGuard {
     if (isIP(host)) {
       addresses = [host];
     } else {
-      if (!allowPrivate && isLocalhostName(host)) return { ok: false, reason: `host ${host} is this machine`, transient: false };
+      if (!allowPrivate && isLocalhostName(host)) {
+        return {
+          ok: false,
+          reason: `the receiver must be on a public address; host ${host} is this machine: ${PRIVATE_RECEIVER_HINT}`,
+          transient: false,
+        };
+      }
       try {
         addresses = await withTimeout(this.#resolver.resolve(host), timeoutMs);
       } catch (error) {
@@ -109,8 +125,9 @@ export class DestinationGuard {
       for (const address of addresses) {
         const refused = refusedAddress(address);
         if (refused) {
-          const via = address === host ? '' : ` (${host} resolves to ${address})`;
-          return { ok: false, reason: `the receiver must be on a public address; ${address} is ${refused}${via}`, transient: false };
+          // An address the partner wrote is theirs to see; what their name resolved to is not.
+          const what = address === host ? `${address} is ${refused}` : `host ${host} does not resolve to one`;
+          return { ok: false, reason: `the receiver must be on a public address; ${what}: ${PRIVATE_RECEIVER_HINT}`, transient: false };
         }
       }
     }

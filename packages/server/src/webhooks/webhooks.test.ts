@@ -268,6 +268,13 @@ for (const target of testDatabases()) {
           const [problem] = fieldErrors(error);
           assert.equal(problem?.field, 'url', url);
           assert.match(problem?.message ?? '', /public address|this machine/, `${url}: ${problem?.message}`);
+          // Each refusal says what to do about it, and never what a name resolved to.
+          assert.match(
+            problem?.message ?? '',
+            /tenantry partners update <partner-id> --allow-private-webhooks.*TENANTRY_WEBHOOK_CA_FILE/,
+            url,
+          );
+          if (!/^https:\/\/[[\d]/.test(url)) assert.doesNotMatch(problem?.message ?? '', /\d+\.\d+\.\d+\.\d+|[0-9a-f]*::/i, url);
         }
         assertError(await api(plain.live, 'GET', '/webhook'), 404, 'NOT_FOUND');
         // A public destination is accepted.
@@ -510,7 +517,8 @@ for (const target of testDatabases()) {
         );
         assert.equal(result.body.data.delivered, false);
         assert.equal(result.body.data.status, null);
-        assert.match(result.body.data.error, /127\.0\.0\.1 is a loopback address/);
+        assert.match(result.body.data.error, /host rebind\.example does not resolve to one/);
+        assert.doesNotMatch(result.body.data.error, /127\.0\.0\.1/, 'the resolved address is never told to the partner');
         await activeCustomer(server, plain.live, 'rebound');
         const log = await eventually(
           async () => (await deliveries(plain.live)).data.filter((r) => r.event === 'customer.ready'),

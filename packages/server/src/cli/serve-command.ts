@@ -1,0 +1,47 @@
+import type { Command } from 'commander';
+import { type Config, ConfigError, loadConfig } from '../config/config.ts';
+import { SETTINGS, type Setting, settingsHelp } from '../config/settings.ts';
+import { CliError } from './operator-client.ts';
+
+/** `--database-url <url>` → `databaseUrl`, the key commander gives the flag's value. */
+const flagKey = (flag: string) => (flag.split(' ')[0] ?? '').replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+const FLAGGED = SETTINGS.filter((s: Setting) => s.flag !== undefined) as (Setting & { flag: string })[];
+
+export function registerServeCommand(program: Command): void {
+  const serve = program
+    .command('serve')
+    .description('serve the partner API, the operator API and background work')
+    .addHelpText('after', settingsHelp());
+  for (const setting of FLAGGED) serve.option(setting.flag, `${setting.description} (${setting.variable})`);
+  serve.action(async (flags: Record<string, string | undefined>) => {
+    let config: Config;
+    try {
+      config = loadConfig(process.env, Object.fromEntries(FLAGGED.map((s) => [s.variable, flags[flagKey(s.flag)]])));
+    } catch (error) {
+      if (error instanceof ConfigError) throw new CliError(`invalid configuration: ${error.message}`, 2);
+      throw error;
+    }
+    // Loaded on demand: the operator commands stay quick to start.
+    const { startServer } = await import('../app/server.ts');
+    const server = await startServer(config).catch((error: unknown) => {
+      // A setting that does not work here (database unreachable, port in use): one line, as above.
+      if (error instanceof ConfigError) throw new CliError(`cannot start: ${error.message}`, 2);
+      throw error;
+    });
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      process.stderr.write(`tenantry: ${signal} received, draining requests\n`);
+      server.close().then(
+        () => process.exit(0),
+        (error: unknown) => {
+          process.stderr.write(`tenantry: shutdown failed: ${(error as Error).message}\n`);
+          process.exit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  });
+}
