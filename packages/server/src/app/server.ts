@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
+import type { EventStreamOptions } from '../events/stream.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
 import { migrateToLatest } from '../infra/db/migrate.ts';
@@ -41,6 +42,8 @@ export interface StartOptions {
   webhookPollMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
+  /** The event stream's timing (tests poll faster). */
+  eventStreams?: Partial<EventStreamOptions>;
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -80,6 +83,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       sandboxAddressRanges: options.sandboxAddressRanges,
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
+      eventStreams: options.eventStreams,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
