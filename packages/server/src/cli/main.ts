@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerCapacityCommands } from './capacity-commands.ts';
 import { registerKeyCommands } from './key-commands.ts';
+import { registerListenCommands } from './listen-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRows } from './output.ts';
 import { registerPartnerCommands } from './partner-commands.ts';
@@ -21,6 +22,7 @@ registerServeCommand(program);
 registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
+registerListenCommands(program);
 
 program
   .command('audit')

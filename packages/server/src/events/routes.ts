@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../app/services.ts';
+import { validationError } from '../infra/errors/catalogue.ts';
 import { listOf } from '../infra/http/envelope.ts';
 import { requestTenant } from '../platform/tenant.ts';
-import { EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
+import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
 
 /** CONTRACT §4, Events: every event body of the partner, newest first, kept 30 days; and the same events as a stream. */
 export const eventRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
@@ -49,16 +50,21 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
     async (request, reply) => {
       const tenant = requestTenant(request, options.clock);
       const authorization = request.headers.authorization;
+      // Checked here: the header schema documents it, and validation of mixed-case header names is not to be relied on.
+      const lastEventId = request.headers['last-event-id'];
+      if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !EVENT_ID.test(lastEventId))) {
+        throw validationError([{ in: 'header', field: 'last-event-id', message: 'must be the id of an event (dlv_ and 26 characters)' }]);
+      }
       const stream = eventStreams.open({
         partnerId: tenant.partnerId,
         mode: tenant.mode,
-        // Fastify validates header names in lower case.
-        lastEventId: request.headers['last-event-id'] as string | undefined,
+        lastEventId,
         stillAllowed: async () => {
           await auth.authenticate(authorization);
         },
       });
-      request.raw.once('close', () => stream.destroy());
+      // The client went away (or the response ended): stop polling for it.
+      reply.raw.once('close', () => stream.destroy());
       return (
         reply
           .header('content-type', 'text/event-stream; charset=utf-8')

@@ -23,11 +23,14 @@ export const ListEventsQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** An event id as minted (`dlv_` and 26 base-32 characters). */
+export const EVENT_ID = /^dlv_[0-9a-z]{26}$/;
+
 /** `GET /events/stream`: where to continue. */
 export const EventStreamHeaders = Type.Object({
   'Last-Event-ID': Type.Optional(
     Type.String({
-      pattern: '^dlv_[0-9a-z]{26}$',
+      pattern: EVENT_ID.source,
       description: 'The `id` of the last event received: the stream continues after it (the few seconds before it are repeated).',
     }),
   ),

@@ -74,6 +74,11 @@ export class EventStreams {
     return out;
   }
 
+  /** How many streams this process serves now. */
+  get openCount(): number {
+    return this.#open.size;
+  }
+
   /** Ends every open stream (shutdown): clients reconnect elsewhere with their Last-Event-ID. */
   closeAll(): void {
     for (const out of this.#open.keys()) out.end();
