@@ -34,9 +34,11 @@ export function partnerClient(flags: PartnerFlags, env: Record<string, string | 
 /** The SDK's errors and fetch failures as one line for the terminal. */
 export function describeFailure(error: unknown, baseUrl: string): CliError {
   if (error instanceof CliError) return error;
-  const err = error as { code?: string; message?: string; cause?: { code?: string } };
-  if (err.cause?.code || err.message === 'fetch failed') {
-    return new CliError(`cannot reach the partner API at ${baseUrl} (${err.cause?.code ?? err.message}); is tenantry serve running?`);
+  const err = error as { code?: string; message?: string; cause?: { code?: string; message?: string; errors?: { code?: string }[] } };
+  if (err.cause !== undefined || err.message === 'fetch failed') {
+    // fetch reports the network error as its cause (an AggregateError when every address failed).
+    const code = err.cause?.code ?? err.cause?.errors?.[0]?.code ?? err.cause?.message ?? err.message;
+    return new CliError(`cannot reach the partner API at ${baseUrl} (${code}); is tenantry serve running?`);
   }
   return new CliError(err.code ? `${err.code}: ${err.message}` : String(err.message ?? error));
 }
