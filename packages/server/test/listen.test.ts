@@ -45,7 +45,6 @@ if (target) {
     let listener: ChildProcessWithoutNullStreams;
     const lines: Record<string, unknown>[] = [];
     let stderr = '';
-    const listenerOutput = () => stderr;
     before(async () => {
       server = await startTestServer(target);
       acme = await partnerWithModes(server, 'laptop');
@@ -77,6 +76,7 @@ if (target) {
         async () => lines.find((l) => l.ready === true),
         (line) => line !== undefined,
       );
+      assert.ok(ready, `listen printed its ready line; stderr: ${stderr}`);
       assert.equal(ready?.mode, 'test');
       assert.equal(ready?.partner_id, 'laptop');
       const secret = String(ready?.signing_secret);
