@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { copyFileSync, mkdtempSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -74,13 +74,16 @@ describe('tenantry on the machine’s Node 20', { skip: NODE20 ? false : NO_NODE
     const [code] = (await once(child, 'exit')) as [number | null];
     assert.equal(code, 0, output);
     assert.match(output, /tenantry stopped/, 'the server itself received the signal and drained');
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   test('where no Node 24 can be found, the command says in one line what it needs', async () => {
     // The command alone, away from the repository: nothing resolves the `node` package from there.
-    const lonely = join(mkdtempSync(join(tmpdir(), 'tenantry-bin-')), 'tenantry.mjs');
+    const dir = mkdtempSync(join(tmpdir(), 'tenantry-bin-'));
+    const lonely = join(dir, 'tenantry.mjs');
     copyFileSync(BIN_SOURCE, lonely);
     const result = await run(NODE20 ?? '', [lonely, '--version'], shell());
+    rmSync(dir, { recursive: true, force: true });
     assert.equal(result.code, 1);
     assert.equal(result.stdout, '');
     assert.match(

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,12 +31,14 @@ async function closedPort(): Promise<number> {
 }
 
 async function serveFails(env: Record<string, string>): Promise<string> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'tenantry-startup-'));
   const result = await runCli(['serve'], {
     TENANTRY_LISTEN: '127.0.0.1:0',
     TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
-    TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-startup-')),
+    TENANTRY_DATA_DIR: dataDir,
     ...env,
   });
+  rmSync(dataDir, { recursive: true, force: true });
   assert.equal(result.code, 2, `${JSON.stringify(env)}: exit ${result.code}\n${result.stderr}`);
   const lines = result.stderr.trim().split('\n');
   assert.equal(lines.length, 1, `one line on stderr, not a stack trace:\n${result.stderr}`);
