@@ -8,6 +8,7 @@ import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { CustomerService } from '../customers/service.ts';
 import { EventService } from '../events/service.ts';
+import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
@@ -49,6 +50,8 @@ export interface ServiceOptions {
   webhookCa?: string | undefined;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver | undefined;
+  /** The event stream's timing (tests poll faster). */
+  eventStreams?: Partial<EventStreamOptions> | undefined;
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */
@@ -70,6 +73,7 @@ export interface Services {
   console: ConsoleService;
   testHelpers: TestHelperService;
   events: EventService;
+  eventStreams: EventStreams;
   webhooks: WebhookService;
   dispatcher: WebhookDispatcher;
   webhookSender: WebhookSender;
@@ -145,6 +149,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     console: consoleAccess,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
     events: new EventService({ db, cursors }),
+    eventStreams: new EventStreams({ db, logger: options.logger, options: options.eventStreams }),
     webhooks: new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger }),
     dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, secrets: webhookSecrets, embedded }),
     webhookSender: sender,

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
@@ -69,12 +70,25 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   app.addHook('onClose', async () => {
     closing = true;
   });
+  // Requests in flight per connection. Node's closeIdleConnections() leaves a connection that was
+  // opened but never sent a request (HTTP clients open them ahead of need), so such a socket would hold
+  // a shutdown open until the headers timeout (60 s): those are closed here, in-flight ones drain.
+  const inFlight = new Map<Socket, number>();
+  app.server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, 0);
+    socket.once('close', () => inFlight.delete(socket));
+  });
   app.addHook('preClose', async () => {
     closing = true;
+    setImmediate(() => {
+      for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy();
+    });
   });
 
   // The hooks every request passes are callback-style: no promise per hook on the hot path.
   app.addHook('onRequest', (request, reply, done) => {
+    const socket = request.raw.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
     reply.header('x-request-id', request.id);
     if (!closing) return done();
     reply.header('connection', 'close');
@@ -89,6 +103,8 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   });
 
   app.addHook('onResponse', (request, reply, done) => {
+    const socket = request.raw.socket;
+    if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
     request.log.info(
       {
         api: name,
