@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { openDatabase } from '../src/infra/db/database.ts';
+import { openAppDatabase as openDatabase } from '../src/app/database.ts';
 import type { ServeProcess } from '../test/serve-process.ts';
 
 /** Shared by the bench scripts: the operator token the spawned servers run with, and API helpers. */

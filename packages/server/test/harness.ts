@@ -3,12 +3,12 @@ import { Writable } from 'node:stream';
 import type { FastifyPluginAsync } from 'fastify';
 import pg from 'pg';
 import pino from 'pino';
-import { type RunningServer, startServer } from '../src/app/server.ts';
+import { type AppDatabase as DatabaseHandle, openAppDatabase as openDatabase } from '../src/app/database.ts';
+import { type RunningServer, type StartOptions, startServer } from '../src/app/server.ts';
 import type { Services } from '../src/app/services.ts';
 import { loadConfig } from '../src/config/config.ts';
 import type { EventStreamOptions } from '../src/events/stream.ts';
 import { ManualClock } from '../src/infra/clock.ts';
-import { type DatabaseHandle, openDatabase } from '../src/infra/db/database.ts';
 import type { Resolver } from '../src/webhooks/destination.ts';
 
 /**
@@ -103,6 +103,8 @@ export interface TestServerOptions {
   webhookResolver?: Resolver;
   /** The event stream's timing (default here: polls every 20 ms). */
   eventStreams?: Partial<EventStreamOptions>;
+  /** The live platform, given the sandbox (a platform that misbehaves, for tests of how the core copes). */
+  livePlatform?: StartOptions['livePlatform'];
 }
 
 /** A real server on ephemeral loopback ports, on a fresh database, with a manual clock and captured logs. */
@@ -138,6 +140,7 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     enginePollMs: 20,
     webhookPollMs: 20,
     ...(options.webhookResolver ? { webhookResolver: options.webhookResolver } : {}),
+    ...(options.livePlatform ? { livePlatform: options.livePlatform } : {}),
     eventStreams: { pollMs: 20, ...options.eventStreams },
   });
   return {

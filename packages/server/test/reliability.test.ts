@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { type DatabaseHandle, openDatabase } from '../src/infra/db/database.ts';
+import { type AppDatabase as DatabaseHandle, openAppDatabase as openDatabase } from '../src/app/database.ts';
 import { http, OPERATOR_API, PARTNER_API } from './client.ts';
 import { createServerDatabase, dropServerDatabase, SERVER_DATABASE_URL } from './harness.ts';
 import { type ServeProcess, spawnServe } from './serve-process.ts';

@@ -23,6 +23,8 @@ export interface SecurityCase {
    * another partner's token and with the same partner's other-mode token.
    */
   owned?: (token: string) => Promise<string>;
+  /** A test-mode route (CONTRACT §5): its tokens are test-mode ones, and a live token gets 404 whatever its scopes. */
+  testMode?: boolean;
 }
 
 const ALL_SCOPES: Scope[] = ['customers:read', 'customers:write', 'customers:sso', 'usage:read'];
@@ -50,11 +52,26 @@ export function securitySuite(getServer: () => TestServer, cases: SecurityCase[]
       test(`${name}: a token without ${route.scope} → 403 FORBIDDEN`, async () => {
         const server = getServer();
         const others = ALL_SCOPES.filter((s) => s !== route.scope);
-        const partner = await partnerWithToken(server, uniquePartner('scope'), { settings: { scopes: others } });
+        const partner = await partnerWithToken(server, uniquePartner('scope'), {
+          settings: { scopes: others },
+          ...(route.testMode ? { key: { mode: 'test' } } : {}),
+        });
         const result = await partnerApi(server, route.method, route.path, options(partner.token));
         const error = assertError(result, 403, 'FORBIDDEN');
         assert.equal(error.details?.required_scope, route.scope);
         assert.ok(result.headers.get('x-ratelimit-limit'), 'an authenticated response carries rate-limit headers');
+      });
+    }
+
+    if (route.testMode) {
+      test(`${name}: a live token, whatever its scopes → 404 NOT_FOUND`, async () => {
+        const server = getServer();
+        for (const scopes of [ALL_SCOPES, ALL_SCOPES.filter((s) => s !== route.scope)]) {
+          const partner = await partnerWithToken(server, uniquePartner('live'), { settings: { scopes } });
+          const result = await partnerApi(server, route.method, route.path, options(partner.token));
+          assertError(result, 404, 'NOT_FOUND');
+          assert.ok(result.headers.get('x-ratelimit-limit'), 'an authenticated response carries rate-limit headers');
+        }
       });
     }
 

@@ -144,8 +144,8 @@ describe('several processes on one PostgreSQL database', { skip: postgres ? fals
     const target: TestDatabase = {
       name: 'postgres',
       create: async () => {
-        const { openDatabase } = await import('../src/infra/db/database.ts');
-        const handle = await openDatabase({ kind: 'postgres', url: proxied.toString() });
+        const { openAppDatabase } = await import('../src/app/database.ts');
+        const handle = await openAppDatabase({ kind: 'postgres', url: proxied.toString() });
         return { handle, url: proxied.toString(), drop: () => handle.close() };
       },
     };

@@ -959,6 +959,10 @@ export interface Plan {
 }
 export interface UsageRecord {
   customer_id: string;
+  /**
+   * When the customer was deleted, for a customer deleted within the window (usage until then); null otherwise.
+   */
+  deleted_at: string | null;
   from: string;
   to: string;
   vcpu_hours: number;

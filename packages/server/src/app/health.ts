@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { sql } from 'kysely';
 import { Type } from 'typebox';
-import type { Db } from '../infra/db/database.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
+import type { Db } from './database.ts';
 
 /** `/healthz`: the process is alive. `/readyz`: it can serve, which means its database answers. */
 export async function healthRoutes(app: FastifyInstance, opts: { db: Db }): Promise<void> {

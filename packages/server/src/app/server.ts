@@ -7,13 +7,15 @@ import type { Config } from '../config/config.ts';
 import type { EventStreamOptions } from '../events/stream.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
-import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
-import { migrateToLatest } from '../infra/db/migrate.ts';
+
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
+import type { Platform } from '../platform/platform.ts';
+import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import type { Resolver } from '../webhooks/destination.ts';
+import { type AppDatabase as DatabaseHandle, migrate, openAppDatabase } from './database.ts';
 import { buildPartnerApp, type PartnerRoute } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
 import { databaseStartupError, listenStartupError } from './startup-errors.ts';
@@ -44,6 +46,8 @@ export interface StartOptions {
   webhookPollMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
+  /** The live platform's driver, given the sandbox (tests put a platform that misbehaves in front of it). */
+  livePlatform?: (sandbox: SandboxPlatform) => Platform;
   /** The event stream's timing (tests poll faster). */
   eventStreams?: Partial<EventStreamOptions>;
 }
@@ -71,7 +75,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const secretKeys = loadSecretKeys(config);
   const database =
     options.database ??
-    (await openDatabase(
+    (await openAppDatabase(
       config.databaseUrl ? { kind: 'postgres', url: config.databaseUrl } : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
     ).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
@@ -81,7 +85,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   let publicUrl = config.publicUrl;
   try {
     // The first statement: an unreachable database is reported here, naming its setting.
-    const applied = await migrateToLatest(database.db).catch((error: unknown) => {
+    const applied = await migrate(database.db).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
     });
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
@@ -93,11 +97,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       logger,
       partnerCacheMs: config.partnerCacheMs,
       sandboxDelayMs: config.sandboxDelayMs,
+      sandboxCallMs: config.sandboxCallMs,
       trustProxy: config.trustProxy,
       publicUrl: () => publicUrl,
       sandboxAddressRanges: options.sandboxAddressRanges,
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
+      livePlatform: options.livePlatform,
       eventStreams: options.eventStreams,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);

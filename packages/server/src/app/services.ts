@@ -7,10 +7,10 @@ import { QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { CustomerService } from '../customers/service.ts';
+import { registerCustomerSteps } from '../customers/steps.ts';
 import { EventService } from '../events/service.ts';
 import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { SecretBox } from '../infra/secrets/secret-box.ts';
@@ -20,8 +20,10 @@ import { OperationService } from '../operations/service.ts';
 import { PartnerCache } from '../partners/partner-cache.ts';
 import { PartnerService } from '../partners/service.ts';
 import type { Platform } from '../platform/platform.ts';
+import { platformRouter } from '../platform/router.ts';
 import { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { ProjectService } from '../projects/service.ts';
+import { registerProjectSteps } from '../projects/steps.ts';
 import { TestHelperService } from '../test-mode/service.ts';
 import { UsageService } from '../usage/service.ts';
 import { UserService } from '../users/service.ts';
@@ -30,6 +32,7 @@ import { WebhookDispatcher } from '../webhooks/dispatcher.ts';
 import { resealWebhookSecrets, WebhookSecrets } from '../webhooks/secrets.ts';
 import { WebhookSender } from '../webhooks/sender.ts';
 import { WebhookService } from '../webhooks/service.ts';
+import type { AppDatabase as DatabaseHandle } from './database.ts';
 
 /** What the composition root needs to know to wire the modules together. */
 export interface ServiceOptions {
@@ -41,6 +44,10 @@ export interface ServiceOptions {
   partnerCacheMs: number;
   /** The sandbox platform's provisioning time; a new partner's credentials take a third of it. */
   sandboxDelayMs: number;
+  /** The sandbox's simulated latency per call (TENANTRY_SANDBOX_CALL_MS). */
+  sandboxCallMs?: number | undefined;
+  /** The live platform's driver; the sandbox when unset (TENANTRY_PLATFORM=sandbox). */
+  livePlatform?: ((sandbox: SandboxPlatform) => Platform) | undefined;
   trustProxy: false | number | string[];
   /** `{base_url}`: console login URLs are built on it (known once the partner API listens). */
   publicUrl: () => string;
@@ -94,30 +101,50 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const partnerCache = new PartnerCache(db, clock, options.partnerCacheMs);
   const keyCache = new KeyCache(db, clock);
   const rateLimiter = createRateLimiter(db, embedded, clock);
-  // The only platform driver so far; a kubernetes driver will serve live mode, the sandbox staying test mode's.
-  const sandbox = new SandboxPlatform({ delayMs: options.sandboxDelayMs, addressRanges: options.sandboxAddressRanges });
-  const platform: Platform = sandbox;
-  const engine = new OperationEngine({ db, clock, platform, logger: options.logger, partnerCache, concurrency: embedded ? 1 : 4 });
+  const logger = options.logger;
+  // Test mode always runs on the sandbox; live mode on the configured driver. Every platform call
+  // passes the router's guard: none may be made with a database transaction open.
+  const sandbox = new SandboxPlatform({
+    db,
+    delayMs: options.sandboxDelayMs,
+    addressRanges: options.sandboxAddressRanges,
+    callMs: options.sandboxCallMs,
+  });
+  const platform = platformRouter({ live: options.livePlatform?.(sandbox) ?? sandbox, test: sandbox });
+  const engine = new OperationEngine({ db, clock, logger, concurrency: embedded ? 1 : 4 });
   const onOperationOpened = () => engine.kick();
-  const provisioningMs = options.sandboxDelayMs;
   const guard = new DestinationGuard(options.webhookResolver);
-  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger: options.logger });
+  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger });
   // Console access ends with the person, the customer's or the partner's suspension, in the
   // transaction that makes the change; the console module is built last, so these call it late.
   let consoleAccess: ConsoleService | undefined;
   const console = () => consoleAccess as ConsoleService;
   const customers = new CustomerService({
     db,
+    clock,
     cursors,
     platform,
     partnerCache,
     onOperationOpened,
-    provisioningMs,
+    provisioningMs: options.sandboxDelayMs,
     onCustomerSuspended: (trx, uid) => console().revokeCustomer(trx, uid),
   });
-  const projects = new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs });
-  const users = new UserService({ db, cursors, platform, customers, onUserRemoved: (trx, uid) => console().revokeUser(trx, uid) });
+  const projects = new ProjectService({ db, cursors, customers, onOperationOpened });
+  const users = new UserService({
+    db,
+    clock,
+    logger,
+    cursors,
+    platform,
+    customers,
+    onUserRemoved: (trx, uid) => console().revokeUser(trx, uid),
+  });
   consoleAccess = new ConsoleService({ db, clock, platform, customers, users, projects, partnerCache, publicUrl: options.publicUrl });
+  // The provisioning steps, registered with the generic engine by the modules they belong to.
+  const stepDeps = { db, clock, logger, platform, users, partnerCache };
+  registerCustomerSteps(engine, stepDeps);
+  registerProjectSteps(engine, { db, platform });
+  engine.addSweep(() => users.reconcile());
   return {
     options,
     cursors,
@@ -154,7 +181,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, secrets: webhookSecrets, embedded }),
     webhookSender: sender,
     capacity: new CapacityService({ db, clock, cursors }),
-    quotas: new QuotaService({ db, platform }),
+    quotas: new QuotaService({ db, platform, retryAfterS: customers.retryAfterS, changed: onOperationOpened }),
     usage: new UsageService({ db, cursors, platform }),
   };
 }

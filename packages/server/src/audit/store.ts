@@ -1,4 +1,4 @@
-import type { Db } from '../infra/db/database.ts';
+import type { Db } from '../app/database.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { KeyMode } from '../infra/db/schema.ts';
 import { decodeCanonicalBase64url } from '../infra/encoding.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { isScope, type Scope } from './scopes.ts';
 
 /**

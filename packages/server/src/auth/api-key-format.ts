@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { KeyMode } from '../infra/db/schema.ts';
 import { randomBase32 } from '../infra/ids.ts';
+import type { KeyMode } from '../infra/mode.ts';
 
 /**
  * API keys: `tnt_<mode>_<partner>_<kid>_<secret>` (CONTRACT §1). The kid is 12

@@ -1,14 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { validationError } from '../infra/errors/catalogue.ts';
+import { notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { Scope } from './scopes.ts';
-import { type AuthService, type Principal, rateLimited, rateLimitHeaders, requireScope } from './service.ts';
+import { type AuthService, type Principal, partnerSuspended, rateLimited, rateLimitHeaders, requireScope } from './service.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** The scope a route needs; `any` for any valid token. Routes without it are public. */
     scope?: Scope | 'any';
+    /** CONTRACT §5: only test-mode tokens reach the route; a live token gets 404, whatever its scopes. */
+    testModeOnly?: boolean;
   }
   interface FastifyRequest {
     principal?: Principal;
@@ -34,10 +36,16 @@ export const authenticatePlugin = fp(
       if (sentMoreThanOnce(request.raw.rawHeaders, 'authorization')) {
         return done(validationError([{ in: 'header', field: 'authorization', message: 'was sent more than once; send one' }]));
       }
+      const testModeOnly = request.routeOptions.config.testModeOnly === true;
+      // Every authenticated answer carries the rate-limit headers: a suspended partner's 403 too.
       const admit = (rate: RateDecision) => {
         reply.headers(rateLimitHeaders(rate));
         if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
-        if (scope !== 'any' && request.principal) requireScope(request.principal, scope);
+        const principal = request.principal;
+        if (!principal) return;
+        if (principal.partner.status === 'suspended') throw partnerSuspended();
+        if (testModeOnly && principal.claims.mode !== 'test') throw notFound('The route');
+        if (scope !== 'any') requireScope(principal, scope);
       };
       const withPrincipal = (principal: Principal): void | Promise<void> => {
         request.principal = principal;
@@ -46,7 +54,7 @@ export const authenticatePlugin = fp(
         return rate instanceof Promise ? rate.then(admit) : admit(rate);
       };
       try {
-        const principal = auth.authenticate(request.headers.authorization);
+        const principal = auth.authenticate(request.headers.authorization, { allowSuspended: true });
         const pending = principal instanceof Promise ? principal.then(withPrincipal) : withPrincipal(principal);
         if (pending instanceof Promise) pending.then(() => done(), done);
         else done();

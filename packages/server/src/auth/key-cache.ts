@@ -1,6 +1,6 @@
+import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode } from '../infra/db/schema.ts';
+import type { KeyMode } from '../infra/mode.ts';
 
 /** What verifying a token needs to know of the key it was exchanged with. */
 export interface KeyFacts {

@@ -1,6 +1,6 @@
+import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperatorActor } from '../partners/service.ts';
 import { findPartner } from '../partners/store.ts';

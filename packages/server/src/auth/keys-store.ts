@@ -1,6 +1,7 @@
 import type { Selectable } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { ApiKeysTable, PartnerStatus } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
+import type { PartnerStatus } from '../partners/tables.ts';
+import type { ApiKeysTable } from './tables.ts';
 
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 

@@ -1,5 +1,5 @@
+import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter } from '../infra/rate-limit/rate-limiter.ts';
@@ -114,7 +114,7 @@ export class AuthService {
    * briefly). Synchronous when both are in their caches, which is nearly always: no promise on
    * the hot path.
    */
-  authenticate(authorization: string | undefined): Principal | Promise<Principal> {
+  authenticate(authorization: string | undefined, options: { allowSuspended?: boolean } = {}): Principal | Promise<Principal> {
     const { clock, tokens, partners, keys } = this.#deps;
     const token = bearerToken(authorization);
     if (!token) throw new ApiError('UNAUTHORIZED', 'Send an access token as "Authorization: Bearer <token>".');
@@ -125,9 +125,10 @@ export class AuthService {
     if (claims.issuedAt * 1000 > nowMs + ISSUE_CLOCK_SKEW_MS) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
     const key = keys.peek(claims.kid);
     const partner = partners.peek(claims.partnerId);
-    if (key && partner) return principal(claims, key.facts, partner.row);
+    const allowSuspended = options.allowSuspended === true;
+    if (key && partner) return principal(claims, key.facts, partner.row, allowSuspended);
     return Promise.all([key ? key.facts : keys.get(claims.kid), partner ? partner.row : partners.get(claims.partnerId)]).then(
-      ([facts, row]) => principal(claims, facts, row),
+      ([facts, row]) => principal(claims, facts, row, allowSuspended),
     );
   }
 
@@ -180,10 +181,15 @@ export function rateLimited(rate: RateDecision, message: string): ApiError {
   });
 }
 
-function principal(claims: VerifiedClaims, key: KeyFacts | undefined, partner: PartnerRow | undefined): Principal {
+function principal(claims: VerifiedClaims, key: KeyFacts | undefined, partner: PartnerRow | undefined, allowSuspended: boolean): Principal {
   if (!partner || !keyIssued(claims, key)) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
-  if (partner.status === 'suspended') throw new ApiError('FORBIDDEN', 'The partner account is suspended.');
+  if (partner.status === 'suspended' && !allowSuspended) throw partnerSuspended();
   return { claims, partner };
+}
+
+/** partner-api.md: calls with tokens issued before a suspension answer 403 FORBIDDEN. */
+export function partnerSuspended(): ApiError {
+  return new ApiError('FORBIDDEN', 'The partner account is suspended.');
 }
 
 /**

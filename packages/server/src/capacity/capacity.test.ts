@@ -350,6 +350,7 @@ for (const target of testDatabases()) {
         assert.equal(one.status, 200, one.text);
         assert.deepEqual(one.body.data, {
           customer_id: 'u1',
+          deleted_at: null,
           from: day(-1),
           to: day(2),
           vcpu_hours: 12.5,
@@ -387,6 +388,45 @@ for (const target of testDatabases()) {
         assertError(await api(p.test, 'GET', '/usage?from=2026-02-30'), 400, 'VALIDATION_ERROR');
         assertError(await api(p.test, 'GET', `/usage?from=${day(1)}&to=${day(0)}`), 400, 'VALIDATION_ERROR');
         assertError(await api(p.live, 'GET', '/customers/u1/usage'), 404, 'NOT_FOUND');
+      });
+
+      test('GET /usage also lists the customers deleted within the window, with their usage until deletion and deleted_at', async () => {
+        const p = await partnerWithModes(server, 'billed');
+        await activeCustomer(server, p.test, 'gone');
+        await activeCustomer(server, p.test, 'kept');
+        const start = await api<{ data: { now: string } }>(p.test, 'POST', '/test-helpers/clock/advance', { seconds: 1 });
+        const today = Date.parse(start.body.data.now.slice(0, 10));
+        const day = (offsetDays: number) => new Date(today + offsetDays * 86_400_000).toISOString().slice(0, 10);
+        await api(p.test, 'PUT', '/test-helpers/customers/gone/workloads', { vms: ['vm'], databases: [], gpus: {} });
+        await api(p.test, 'POST', '/test-helpers/clock/advance', { seconds: 3600 });
+        // Its workloads go first (a live VM blocks deletion), then the customer, immediately.
+        await api(p.test, 'PUT', '/test-helpers/customers/gone/workloads', { vms: [], databases: [], gpus: {} });
+        assert.equal((await api(p.test, 'DELETE', '/customers/gone?mode=immediate')).status, 202);
+        await api(p.test, 'POST', '/test-helpers/clock/advance', { seconds: 3600 });
+        assertError(await api(p.test, 'GET', '/customers/gone'), 404, 'NOT_FOUND');
+        const list = await api<{ data: { customer_id: string; vcpu_hours: number; deleted_at: string | null }[] }>(
+          p.test,
+          'GET',
+          `/usage?from=${day(-1)}&to=${day(2)}`,
+        );
+        assert.deepEqual(
+          list.body.data.map((r) => [r.customer_id, r.vcpu_hours, r.deleted_at !== null]),
+          [
+            ['gone', 2, true],
+            ['kept', 0, false],
+          ],
+          'the deleted customer is billed for the hour its VM ran',
+        );
+        // Its operations, the outcome of its deletion included, stay readable by its id.
+        const ops = await api<{ data: { type: string; status: string }[] }>(p.test, 'GET', '/customers/gone/operations');
+        assert.equal(ops.status, 200, ops.text);
+        assert.deepEqual(
+          ops.body.data.map((o) => [o.type, o.status]),
+          [
+            ['customer.delete', 'succeeded'],
+            ['customer.create', 'succeeded'],
+          ],
+        );
       });
 
       test("whoami's limits are the values enforced: the usage window follows the operator's change", async () => {

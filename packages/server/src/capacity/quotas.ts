@@ -1,6 +1,7 @@
+import type { Db } from '../app/database.ts';
+import { organizationRef } from '../customers/lifecycle.ts';
 import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
 import { recordEvent } from '../events/store.ts';
-import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
@@ -66,10 +67,19 @@ interface Change {
 export class QuotaService {
   readonly #db: Db;
   readonly #platform: Platform;
+  readonly #retryAfterS: number;
+  readonly #changed: () => void;
 
-  constructor(deps: { db: Db; platform: Platform }) {
+  /**
+   * `retryAfterS`: NOT_READY's Retry-After (decision 31); `changed`: called after a change commits, so
+   * the platform applies the new quota soon (the customers module's sweep does, in the background:
+   * the answer never waits on the platform).
+   */
+  constructor(deps: { db: Db; platform: Platform; retryAfterS: number; changed: () => void }) {
     this.#db = deps.db;
     this.#platform = deps.platform;
+    this.#retryAfterS = deps.retryAfterS;
+    this.#changed = deps.changed;
   }
 
   async get(tenant: Tenant, id: string): Promise<Quota> {
@@ -127,16 +137,16 @@ export class QuotaService {
     // platform call may take seconds; on PGlite the one connection would wait on itself). What it
     // consumes (a test-mode failure) stays consumed when the change is refused.
     const before = await this.#read(tenant, id);
-    assertChangeable(before);
+    assertChangeable(before, this.#retryAfterS);
     const first = decide(before);
     assertProjectCaps(first.quota, first.caps);
     assertPerCustomer(first.quota, settings.perCustomerMax);
-    const gpuView = gpusReduced(before.quota, first.quota) ? await this.#gpuView(tenant, before.id, first.plan !== undefined) : undefined;
+    const gpuView = gpusReduced(before.quota, first.quota) ? await this.#gpuView(tenant, before, first.plan !== undefined) : undefined;
 
-    return this.#db.transaction().execute(async (trx) => {
+    const changed = await this.#db.transaction().execute(async (trx) => {
       const row = await lockCustomer(trx, tenant, id);
       if (!row) throw notFound(`Customer ${id}`);
-      assertChangeable(row);
+      assertChangeable(row, this.#retryAfterS);
       const { quota, caps, plan } = decide(row);
       assertProjectCaps(quota, caps);
       assertPerCustomer(quota, settings.perCustomerMax);
@@ -167,20 +177,23 @@ export class QuotaService {
       if (plan) await recordEvent(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
       return updated;
     });
+    // The platform applies the new quota after the commit (an organization's plan and the quota objects it derives).
+    this.#changed();
+    return changed;
   }
 
   /** What running workloads use of each GPU profile (and, for a plan change, which workloads); the platform must be able to say. */
-  async #gpuView(tenant: Tenant, customerId: string, planChange: boolean): Promise<GpuView> {
-    const ctx = platformContext(this.#db, tenant);
-    const inUse = await this.#platform.gpuUsage(ctx, customerId);
+  async #gpuView(tenant: Tenant, customer: CustomerRow, planChange: boolean): Promise<GpuView> {
+    const ctx = platformContext(tenant);
+    const inUse = await this.#platform.gpuUsage(ctx, organizationRef(customer));
     if (!inUse) {
       throw new ApiError('GPU_USAGE_UNAVAILABLE', 'GPU usage could not be verified for this change; retry shortly.', {
         retryAfter: RETRY_AFTER_S.gpuUsage,
-        details: { customer_id: customerId },
+        details: { customer_id: customer.id },
       });
     }
     if (!planChange) return { inUse };
-    const workloads = await this.#platform.listWorkloads(ctx, customerId);
+    const workloads = await this.#platform.listWorkloads(ctx, organizationRef(customer));
     return { inUse, workloads: { vms: workloads.vms, databases: workloads.databases } };
   }
 }
@@ -200,11 +213,11 @@ function busy(customerId: string): ApiError {
 }
 
 /** A quota or plan change needs a customer that exists on the platform and is not going away. */
-function assertChangeable(row: CustomerRow): void {
+function assertChangeable(row: CustomerRow, retryAfterS: number): void {
   if (row.status === 'active' || row.status === 'suspended') return;
   if (row.status === 'provisioning') {
     throw new ApiError('NOT_READY', `Customer ${row.id} is still provisioning; change its quota once it is active.`, {
-      retryAfter: 1,
+      retryAfter: retryAfterS,
       details: { customer_id: row.id, status: row.status },
     });
   }

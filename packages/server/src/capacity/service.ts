@@ -1,8 +1,8 @@
+import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode } from '../infra/db/schema.ts';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { OperatorActor } from '../partners/service.ts';
 import { findPartner } from '../partners/store.ts';

@@ -1,7 +1,8 @@
 import { type Selectable, sql } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode, PlansTable } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { type Resources, subtract, ZERO } from './resources.ts';
+import type { PlansTable } from './tables.ts';
 
 /**
  * A partner's pool and per-customer maximum until the operator sets them (`tenantry capacity set`):

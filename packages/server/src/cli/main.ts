@@ -8,6 +8,7 @@ import { CliError, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRows } from './output.ts';
 import { registerPartnerCommands } from './partner-commands.ts';
 import { fetchAll } from './progress.ts';
+import { registerProvisioningCommands } from './provisioning-commands.ts';
 import { registerSecretKeyCommands } from './secret-key-commands.ts';
 import { registerServeCommand } from './serve-command.ts';
 
@@ -24,6 +25,7 @@ registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
 registerSecretKeyCommands(program);
+registerProvisioningCommands(program);
 (await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
 registerListenCommands(program);
 

@@ -15,6 +15,7 @@ interface PartnerFlags {
   allowPrivateWebhooks?: boolean;
   defaultPlan?: string;
   graceDays?: string;
+  customerPrefix?: string;
   json?: boolean;
   wait?: boolean;
 }
@@ -40,6 +41,10 @@ function settingsFlags(command: Command): Command {
     .option('--rate-limit <perMin/burst>', 'partner request rate, for example 120/40')
     .option('--default-plan <plan>', 'plan given to customers created without one')
     .option('--grace-days <n>', 'default grace period of a scheduled deletion')
+    .option(
+      '--customer-prefix <prefix>',
+      "the partner's customers are <prefix>-<customer id> on the platform (default: the id, cut to 22 characters)",
+    )
     .option('--json', 'print JSON');
 }
 
@@ -141,5 +146,6 @@ export function settingsBody(flags: PartnerFlags): Record<string, unknown> {
   if (Object.keys(limits).length > 0) body.limits = limits;
   if (Object.keys(defaults).length > 0) body.defaults = defaults;
   if (flags.allowPrivateWebhooks !== undefined) body.allow_private_webhooks = flags.allowPrivateWebhooks;
+  if (flags.customerPrefix !== undefined) body.customer_prefix = flags.customerPrefix;
   return body;
 }

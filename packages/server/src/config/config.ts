@@ -18,6 +18,8 @@ export interface Config {
   operatorToken: string | undefined;
   platform: 'sandbox' | 'kubernetes';
   sandboxDelayMs: number;
+  /** The sandbox's simulated network latency per call (slow-platform tests and measurements). */
+  sandboxCallMs: number;
   osImagesFile: string | undefined;
   webhookCaFile: string | undefined;
   /** The PEM certificates of TENANTRY_WEBHOOK_CA_FILE, trusted for webhook HTTPS besides the system's. */
@@ -136,6 +138,12 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
       get('TENANTRY_SANDBOX_DELAY_MS') ?? fallbackOf('TENANTRY_SANDBOX_DELAY_MS'),
       0,
       3_600_000,
+    ),
+    sandboxCallMs: parseInteger(
+      'TENANTRY_SANDBOX_CALL_MS',
+      get('TENANTRY_SANDBOX_CALL_MS') ?? fallbackOf('TENANTRY_SANDBOX_CALL_MS'),
+      0,
+      60_000,
     ),
     osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
     webhookCaFile,

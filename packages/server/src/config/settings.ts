@@ -56,11 +56,20 @@ export const SETTINGS = [
     defaultText: 'generated on first start into <data dir>/operator-token (mode 0600)',
     description: 'bearer token of the operator API; set it when several processes share a database',
   },
-  { variable: 'TENANTRY_PLATFORM', fallback: 'sandbox', description: 'the platform driver (kubernetes is not in this build yet)' },
+  {
+    variable: 'TENANTRY_PLATFORM',
+    fallback: 'sandbox',
+    description: 'the live platform driver; test mode always runs on the sandbox (kubernetes is not in this build yet)',
+  },
   {
     variable: 'TENANTRY_SANDBOX_DELAY_MS',
     fallback: '3000',
     description: "the sandbox's provisioning time; a new partner's credentials take a third of it",
+  },
+  {
+    variable: 'TENANTRY_SANDBOX_CALL_MS',
+    fallback: '0',
+    description: "the sandbox's simulated network latency per platform call (to see a slow platform's effect)",
   },
   { variable: 'TENANTRY_OS_IMAGES_FILE', defaultText: 'bundled example', description: 'images.yaml for the console' },
   {

@@ -1,16 +1,16 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { CustomerRow } from '../customers/store.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import type { ProjectService } from '../projects/service.ts';
 import type { ProjectRow } from '../projects/store.ts';
-import type { UserService } from '../users/service.ts';
+import { type UserService, userRef } from '../users/service.ts';
 import type { UserRow } from '../users/store.ts';
 import { deleteExpiredConsoleAccess, findSession, insertLogin, insertSession, revokeConsoleAccess, useLogin } from './store.ts';
 
@@ -63,13 +63,15 @@ export class ConsoleService {
     const customer = await customers.require(tenant, customerId);
     const user = await users.find(customer.uid, username);
     if (!user) throw notFound(`User ${username} of customer ${customerId}`);
-    requireActiveCustomer(customer, 'log users in to the console');
-    const { requiredActions } = await platform.prepareConsoleLogin(platformContext(db, tenant), { customerId, username });
-    if (requiredActions.length > 0) {
-      throw new ApiError('USER_ACTION_REQUIRED', `${username} must first finish in the identity provider: ${requiredActions.join(', ')}.`, {
-        details: { username, required_actions: requiredActions },
+    requireActiveCustomer(customer, 'log users in to the console', customers.retryAfterS);
+    const grant = await platform.prepareConsoleLogin(platformContext(tenant), userRef(customer, username));
+    if (grant.state === 'action_required') {
+      throw new ApiError('USER_ACTION_REQUIRED', `${username} must first finish in the identity provider: ${grant.actions.join(', ')}.`, {
+        details: { username, required_actions: grant.actions },
       });
     }
+    // A platform whose identity provider mints one-time logins itself (Keycloak) answers its URL.
+    if (grant.url) return { url: grant.url, expires_at: (grant.expiresAt ?? new Date(clock.nowMs() + CONSOLE_LOGIN_TTL_MS)).toISOString() };
     const token = randomBytes(32).toString('base64url');
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + CONSOLE_LOGIN_TTL_MS);

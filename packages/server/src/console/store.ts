@@ -1,4 +1,4 @@
-import type { Db } from '../infra/db/database.ts';
+import type { Db } from '../app/database.ts';
 
 /** Inserts a one-time login link (only its hash). */
 export async function insertLogin(

@@ -1,19 +1,25 @@
-import type { Db } from '../infra/db/database.ts';
+import type { Db } from '../app/database.ts';
+import { recordEvent } from '../events/store.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { expediteCustomerOperations, insertOperation, type OperationRow } from '../operations/store.ts';
-import type { Platform, PlatformContext } from '../platform/platform.ts';
-import { type CustomerRow, updateCustomer } from './store.ts';
+import type { OrganizationRef } from '../platform/platform.ts';
+import { type CustomerRow, setCustomerStatus } from './store.ts';
+
+/** A customer as the platform names it. */
+export function organizationRef(customer: Pick<CustomerRow, 'id' | 'organization'>): OrganizationRef {
+  return { customerId: customer.id, organization: customer.organization };
+}
 
 /**
- * CONTRACT §6: a request that needs an active customer answers 409
- * NOT_READY while it provisions and 409 CONFLICT while it is suspended,
+ * CONTRACT §6: a request that needs an active customer answers 409 NOT_READY while it provisions
+ * (with decision 31's Retry-After: the provisioning time) and 409 CONFLICT while it is suspended,
  * failed or being deleted.
  */
-export function requireActiveCustomer(row: CustomerRow, action: string): void {
+export function requireActiveCustomer(row: CustomerRow, action: string, retryAfterS: number): void {
   if (row.status === 'active') return;
   if (row.status === 'provisioning') {
     throw new ApiError('NOT_READY', `Customer ${row.id} is still provisioning; ${action} once it is active.`, {
-      retryAfter: 1,
+      retryAfter: retryAfterS,
       details: { customer_id: row.id, status: row.status },
     });
   }
@@ -34,23 +40,20 @@ export function describeStatus(status: CustomerRow['status']): string {
 }
 
 /**
- * Starts tearing a customer down (an immediate delete, or the end of a
- * grace period): the customer turns `deleting`, a `customer.delete`
- * operation runs the teardown, its workloads stop, and its other open
+ * Starts tearing a customer down (an immediate delete, or the end of a grace period), in the
+ * caller's transaction with the customer row locked: the customer turns `deleting`, a
+ * `customer.delete` operation runs the teardown (it stops the workloads, then removes the
+ * organization: platform work, done by the engine after this commits), and its other open
  * operations are looked at at once (they fail with CUSTOMER_DELETING).
- * Runs in the caller's transaction, with the customer row locked.
  */
 export async function startTeardown(
   trx: Db,
-  platform: Platform,
-  ctx: PlatformContext,
   row: CustomerRow,
   immediate: boolean,
+  now: Date,
 ): Promise<{ customer: CustomerRow; operation: OperationRow }> {
-  const now = ctx.now;
   await expediteCustomerOperations(trx, row.uid, now);
-  const customer = await updateCustomer(trx, row.uid, {
-    status: 'deleting',
+  const customer = await setCustomerStatus(trx, row, 'deleting', {
     deletion_immediate: immediate,
     scheduled_deletion_at: immediate ? null : row.scheduled_deletion_at,
     updated_at: now,
@@ -64,6 +67,21 @@ export async function startTeardown(
     project: null,
     now,
   });
-  await platform.stopWorkloads({ ...ctx, db: trx }, row.id);
   return { customer, operation };
+}
+
+/** `customer.suspended` with what the platform reported. */
+export async function recordSuspended(trx: Db, row: CustomerRow, workloadsRunning: number): Promise<void> {
+  await recordEvent(trx, {
+    partnerId: row.partner_id,
+    mode: row.mode,
+    type: 'customer.suspended',
+    at: row.updated_at,
+    data: {
+      customer_id: row.id,
+      state: 'suspended',
+      suspended_at: (row.suspended_at ?? row.updated_at).toISOString(),
+      workloads_running: workloadsRunning,
+    },
+  });
 }

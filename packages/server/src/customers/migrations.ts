@@ -36,4 +36,38 @@ export const customerMigrations: Record<string, Migration> = {
       );
     },
   },
+  '0024_customers_platform_names': {
+    async up(db: Kysely<unknown>) {
+      // The customer's organization name on the platform (`<partner prefix>-<id>`), fixed at creation.
+      // Customers made before prefixes keep the name they were made with: their id.
+      await sql`alter table customers add column organization text`.execute(db);
+      await sql`update customers set organization = id`.execute(db);
+      await sql`alter table customers alter column organization set not null`.execute(db);
+      // Ids are unique per partner and mode; organization names per platform.
+      await sql`alter table customers drop constraint customers_scope_id_key`.execute(db);
+      await sql`alter table customers add constraint customers_partner_id_key unique (partner_id, mode, id)`.execute(db);
+      await sql`alter table customers add constraint customers_scope_organization_key unique (platform_scope, organization)`.execute(db);
+      // The operator's hold on resume (partner-api.md, States rule 7).
+      await sql`alter table customers add column held_at timestamptz`.execute(db);
+      await sql`alter table customers add column hold_reason text`.execute(db);
+      // The quota revision the platform has applied; a sweep applies a newer one.
+      await sql`alter table customers add column quota_applied_revision integer`.execute(db);
+      await sql`update customers set quota_applied_revision = quota_revision`.execute(db);
+      await sql`create index customers_quota_pending_idx on customers (uid) where quota_applied_revision is distinct from quota_revision`.execute(
+        db,
+      );
+      // What stays of a deleted customer: usage bills it for the window it lived in.
+      await sql`
+        create table customer_tombstones (
+          uid text primary key,
+          partner_id text not null,
+          mode text not null,
+          id text not null,
+          organization text not null,
+          created_at timestamptz not null,
+          deleted_at timestamptz not null
+        )`.execute(db);
+      await sql`create index customer_tombstones_list_idx on customer_tombstones (partner_id, mode, id, created_at)`.execute(db);
+    },
+  },
 };

@@ -1,8 +1,8 @@
 import { type Static, Type } from 'typebox';
-import type { CustomersTable } from '../infra/db/schema.ts';
 import { Operation } from '../operations/schemas.ts';
 import { CustomerId, Email, PlanId, ProjectName, Username } from '../platform/names.ts';
 import { Project } from '../projects/schemas.ts';
+import type { CustomersTable } from './tables.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);

@@ -54,7 +54,7 @@ for (const target of testDatabases()) {
           scope: 'customers:sso',
           owned: owned('/users/owner/console-login'),
         },
-        { method: 'POST', path: '/test-helpers/clock/advance', scope: 'customers:write', body: { seconds: 1 } },
+        { method: 'POST', path: '/test-helpers/clock/advance', scope: 'customers:write', body: { seconds: 1 }, testMode: true },
       ],
     );
   });

@@ -1,25 +1,28 @@
+import type { Db } from '../app/database.ts';
+import { writeAudit } from '../audit/store.ts';
 import { allocateNewCustomer } from '../capacity/quotas.ts';
 import { recordEvent } from '../events/store.ts';
-import { type Db, uniqueViolation } from '../infra/db/database.ts';
-import type { CustomerStatus } from '../infra/db/schema.ts';
+import type { Clock } from '../infra/clock.ts';
+import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Operation } from '../operations/schemas.ts';
 import { toOperation } from '../operations/schemas.ts';
-import { assertOperationSlot, insertOperation } from '../operations/store.ts';
+import { assertOperationSlot, insertOperation, latestOperation } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import { findPartnerForUpdate } from '../partners/store.ts';
+import type { OperatorActor } from '../partners/service.ts';
+import { adjustCustomerCount, findPartnerForUpdate } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
-import { type Platform, workloadsRunning } from '../platform/platform.ts';
+import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
 import { insertProject } from '../projects/store.ts';
 import { insertUser } from '../users/store.ts';
-import { describeStatus, requireActiveCustomer, startTeardown } from './lifecycle.ts';
+import { describeStatus, organizationRef, recordSuspended, requireActiveCustomer, startTeardown } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
 import {
-  adjustCustomerCount,
   type CustomerFilters,
   type CustomerRow,
   findCustomer,
@@ -28,17 +31,19 @@ import {
   insertCustomer,
   listCustomers,
   lockCustomer,
+  setCustomerStatus,
   updateCustomer,
 } from './store.ts';
 
 export interface CustomerServiceDeps {
   db: Db;
+  clock: Clock;
   cursors: CursorCodec;
   platform: Platform;
   partnerCache: PartnerCache;
   /** Wakes the operation engine after a commit that opened an operation. */
   onOperationOpened: () => void;
-  /** How long a customer takes to provision, for Retry-After hints. */
+  /** How long a customer takes to provision: the Retry-After of NOT_READY and TOO_MANY_OPERATIONS (decision 31). */
   provisioningMs: number;
   /** Called in the transaction that suspends a customer: its users' console sessions end. */
   onCustomerSuspended: (trx: Db, customerUid: string) => Promise<void>;
@@ -46,7 +51,12 @@ export interface CustomerServiceDeps {
 
 const DAY_MS = 24 * 3600 * 1000;
 
-/** Customers of a partner (CONTRACT §4): create, read, suspend, resume and delete. */
+/**
+ * Customers of a partner (CONTRACT §4): create, read, suspend, resume and delete. A change that
+ * needs the platform asks it before its transaction (stop or start the workloads, count them) and
+ * then commits in one short transaction that checks the customer again under its lock; platform
+ * work that takes long (provisioning, teardown) runs as an operation.
+ */
 export class CustomerService {
   readonly #deps: CustomerServiceDeps;
 
@@ -54,22 +64,29 @@ export class CustomerService {
     this.#deps = deps;
   }
 
+  /** Seconds a partner should wait for provisioning (decision 31): NOT_READY's and TOO_MANY_OPERATIONS' Retry-After. */
+  get retryAfterS(): number {
+    return Math.max(1, Math.ceil(this.#deps.provisioningMs / 1000));
+  }
+
   /** Records the customer, its owner and first project, and opens the `customer.create` operation (202). */
   async create(tenant: Tenant, request: CreateCustomerRequest): Promise<{ customer: Customer; operation: Operation }> {
     const { db, partnerCache, onOperationOpened } = this.#deps;
     const projectName = request.project ?? 'default';
-    const namespace = `${request.id}-${projectName}`;
+    // The platform names: the organization is `<partner prefix>-<id>`, its project namespaces `<organization>-<project>`.
+    const organization = `${tenant.partner.customer_prefix}-${request.id}`;
+    const namespace = `${organization}-${projectName}`;
     if (namespace.length > NAMESPACE_MAX) {
       throw validationError([
         {
           in: 'body',
           field: request.project ? 'project' : 'id',
-          message: `makes the namespace "${namespace}" ${namespace.length} characters long; the id and the project together may have at most ${NAMESPACE_MAX - 1}`,
+          message: `makes the namespace "${namespace}" ${namespace.length} characters long (at most ${NAMESPACE_MAX}: the partner's customer prefix, the id and the project, each with a dash)`,
         },
       ]);
     }
     const now = tenant.now;
-    const result = await this.#insertOrExplain(request, namespace, () =>
+    const result = await this.#insertOrExplain(request, () =>
       db.transaction().execute(async (trx) => {
         // The partner row is the lock that keeps its counts exact under concurrent creates.
         const partner = await findPartnerForUpdate(trx, tenant.partnerId);
@@ -80,7 +97,7 @@ export class CustomerService {
             details: { limit: 'max_customers', max: partner.max_customers, current },
           });
         }
-        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.#retryAfterS());
+        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.retryAfterS);
         const planId = request.plan_id ?? partner.default_plan_id;
         // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
         const quota = await allocateNewCustomer(trx, tenant, planId);
@@ -90,6 +107,7 @@ export class CustomerService {
           partner_id: tenant.partnerId,
           mode: tenant.mode,
           id: request.id,
+          organization,
           external_id: request.external_id ?? null,
           display_name: request.display_name ?? null,
           status: 'provisioning',
@@ -107,8 +125,12 @@ export class CustomerService {
           quota,
           quota_revision: 1,
           project_caps: {},
+          quota_applied_revision: null,
+          held_at: null,
+          hold_reason: null,
         };
         await insertCustomer(trx, row);
+        // The owner and the first project are made on the platform by the operation (users and projects modules).
         await insertUser(trx, {
           uid: newId('user'),
           customer_uid: row.uid,
@@ -125,6 +147,8 @@ export class CustomerService {
           last_name: request.owner.last_name ?? null,
           required_actions: [],
           created_at: now,
+          platform_state: 'pending',
+          platform_state_at: this.#deps.clock.now(),
         });
         await insertProject(trx, {
           uid: newId('project'),
@@ -168,11 +192,6 @@ export class CustomerService {
     return listCustomers(this.#deps.db, this.#deps.cursors, tenant, filters, query);
   }
 
-  /** A customer by internal identity (console sessions name it), whoever's it is. */
-  async byUid(uid: string): Promise<CustomerRow | undefined> {
-    return findCustomerByUid(this.#deps.db, uid);
-  }
-
   /** The customer of this partner and mode, or 404 (another partner's or mode's customer is not found either). */
   async require(tenant: Tenant, id: string): Promise<CustomerRow> {
     const row = await findCustomer(this.#deps.db, tenant, id);
@@ -180,62 +199,61 @@ export class CustomerService {
     return row;
   }
 
+  /** The customer of this partner and mode, or undefined. */
+  async find(tenant: Tenant, id: string): Promise<CustomerRow | undefined> {
+    return findCustomer(this.#deps.db, tenant, id);
+  }
+
+  /** A customer by internal identity (console sessions name it), whoever's it is. */
+  async byUid(uid: string): Promise<CustomerRow | undefined> {
+    return findCustomerByUid(this.#deps.db, uid);
+  }
+
+  /** Suspends an active customer: its workloads stop (platform first), then the status and the event commit. */
   async suspend(tenant: Tenant, id: string, reason: string | undefined) {
     const { db, platform } = this.#deps;
-    const now = tenant.now;
+    const ctx = platformContext(tenant);
+    const before = await this.require(tenant, id);
+    if (before.status === 'suspended')
+      return suspendResult(before, workloadsRunning(await platform.listWorkloads(ctx, organizationRef(before))));
+    requireActiveCustomer(before, 'suspend it', this.retryAfterS);
+    const workloads = await platform.stopWorkloads(ctx, organizationRef(before));
     return db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
-      if (row.status === 'suspended') {
-        const workloads = await platform.listWorkloads(platformContext(trx, tenant), row.id);
-        return suspendResult(row, workloadsRunning(workloads));
-      }
-      requireActiveCustomer(row, 'suspend it');
-      const workloads = await platform.stopWorkloads(platformContext(trx, tenant), row.id);
-      const updated = await updateCustomer(trx, row.uid, {
-        status: 'suspended',
+      if (row.status === 'suspended') return suspendResult(row, workloadsRunning(workloads));
+      requireActiveCustomer(row, 'suspend it', this.retryAfterS);
+      const now = tenant.now;
+      const updated = await setCustomerStatus(trx, row, 'suspended', {
         suspended_at: now,
         suspension_reason: reason ?? null,
         updated_at: now,
       });
       await this.#deps.onCustomerSuspended(trx, row.uid);
-      const result = suspendResult(updated, workloadsRunning(workloads));
-      await recordEvent(trx, {
-        partnerId: tenant.partnerId,
-        mode: tenant.mode,
-        type: 'customer.suspended',
-        at: now,
-        data: { customer_id: row.id, state: 'suspended', suspended_at: result.suspended_at, workloads_running: result.workloads_running },
-      });
-      return result;
+      await recordSuspended(trx, updated, workloadsRunning(workloads));
+      return suspendResult(updated, workloadsRunning(workloads));
     });
   }
 
-  /** Resumes a suspended customer, or cancels a scheduled deletion (CONTRACT §4). */
+  /**
+   * Resumes a suspended customer, or cancels a scheduled deletion (CONTRACT §4): what suspension
+   * stopped starts again (platform first), then the status and the event commit. An operator's hold
+   * answers CONFLICT (partner-api.md, States rule 7).
+   */
   async resume(tenant: Tenant, id: string) {
     const { db, platform } = this.#deps;
-    const now = tenant.now;
+    const ctx = platformContext(tenant);
+    const before = await this.require(tenant, id);
+    if (before.status === 'active')
+      return resumeResult(before, workloadsRunning(await platform.listWorkloads(ctx, organizationRef(before))), false);
+    this.#requireResumable(before);
+    const workloads = await platform.startWorkloads(ctx, organizationRef(before));
     return db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
-      const ctx = platformContext(trx, tenant);
-      if (row.status === 'active') {
-        const workloads = await platform.listWorkloads(ctx, row.id);
-        return resumeResult(row, workloadsRunning(workloads), false);
-      }
+      if (row.status === 'active') return resumeResult(row, workloadsRunning(workloads), false);
+      this.#requireResumable(row);
       const cancelling = row.status === 'deletion_scheduled';
-      const resumable = row.status === 'suspended' || (cancelling && row.status_before_deletion !== 'failed');
-      if (!resumable) {
-        if (row.status === 'provisioning') requireActiveCustomer(row, 'resume it');
-        throw new ApiError('CONFLICT', `Customer ${row.id} is ${describeStatus(row.status)} and cannot be resumed.`, {
-          details: {
-            customer_id: row.id,
-            status: row.status,
-            ...(cancelling ? { status_before_deletion: row.status_before_deletion } : {}),
-          },
-        });
-      }
-      const workloads = await platform.startWorkloads(ctx, row.id);
-      const updated = await updateCustomer(trx, row.uid, {
-        status: 'active',
+      const now = tenant.now;
+      const updated = await setCustomerStatus(trx, row, 'active', {
         status_before_deletion: null,
         suspended_at: null,
         suspension_reason: null,
@@ -261,10 +279,9 @@ export class CustomerService {
   }
 
   /**
-   * `DELETE /customers/{id}` (CONTRACT §4): a scheduled, recoverable deletion
-   * after the grace days, or an immediate teardown. Blocked while VMs or
-   * databases exist. Asking again for what is already under way answers the
-   * current state.
+   * `DELETE /customers/{id}` (CONTRACT §4): a scheduled, recoverable deletion after the grace days,
+   * or an immediate teardown. Blocked while VMs or databases exist (the platform is asked before the
+   * transaction). Asking again for what is already under way answers the current state.
    */
   async delete(
     tenant: Tenant,
@@ -275,37 +292,24 @@ export class CustomerService {
     if (request.mode === 'immediate' && request.grace_days !== undefined) {
       throw validationError([{ in: 'query', field: 'grace_days', message: 'applies only to mode=scheduled' }]);
     }
+    const before = await this.require(tenant, id);
+    const settled = await this.#deletionSettled(before, request.mode);
+    if (settled) return settled;
+    const workloads = await platform.listWorkloads(platformContext(tenant), organizationRef(before));
+    assertNoLiveWorkloads(before, workloads);
     const now = tenant.now;
     const result = await db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
-      const ctx = platformContext(trx, tenant);
-      if (row.status === 'deleting') return deleteResult(row, await this.#openDeleteOperation(trx, row.uid));
-      if (row.status === 'deletion_scheduled' && request.mode === 'scheduled') return deleteResult(row, null);
-      if (row.status === 'provisioning' && request.mode === 'scheduled') {
-        throw new ApiError(
-          'NOT_READY',
-          `Customer ${row.id} is still provisioning; delete it with mode=immediate, or schedule the deletion once it is active.`,
-          {
-            retryAfter: this.#retryAfterS(),
-            details: { customer_id: row.id, status: row.status },
-          },
-        );
-      }
-      const workloads = await platform.listWorkloads(ctx, row.id);
-      if (workloads.vms.length > 0 || workloads.databases.length > 0) {
-        throw new ApiError('CONFLICT', `Customer ${row.id} still has live VMs or databases; remove them before deleting it.`, {
-          details: { customer_id: row.id, vms: workloads.vms, databases: workloads.databases },
-        });
-      }
+      const again = await this.#deletionSettled(row, request.mode, trx);
+      if (again) return again;
       if (request.mode === 'immediate') {
-        const { customer, operation } = await startTeardown(trx, platform, ctx, row, true);
+        const { customer, operation } = await startTeardown(trx, row, true, now);
         return deleteResult(customer, operation.id);
       }
       const graceDays = request.grace_days ?? tenant.partner.grace_days;
       const scheduledAt = new Date(now.getTime() + graceDays * DAY_MS);
-      const updated = await updateCustomer(trx, row.uid, {
-        status: 'deletion_scheduled',
-        status_before_deletion: row.status as CustomerStatus,
+      const updated = await setCustomerStatus(trx, row, 'deletion_scheduled', {
+        status_before_deletion: row.status,
         scheduled_deletion_at: scheduledAt,
         grace_days: graceDays,
         updated_at: now,
@@ -329,48 +333,98 @@ export class CustomerService {
     return result;
   }
 
+  /**
+   * The operator's hold (partner-api.md, States rule 7): while set, a partner's resume answers
+   * CONFLICT. Audited in the same transaction. `reason` null releases it.
+   */
+  async setHold(target: { partnerId: string; mode: KeyMode; customerId: string }, reason: string | null, who: OperatorActor) {
+    const { db, clock } = this.#deps;
+    const now = clock.now();
+    return db.transaction().execute(async (trx) => {
+      const row = await lockCustomer(trx, target, target.customerId);
+      if (!row) throw notFound(`Customer ${target.customerId} of partner ${target.partnerId} (${target.mode})`);
+      const before = holdView(row);
+      const updated = await updateCustomer(trx, row.uid, { held_at: reason === null ? null : (row.held_at ?? now), hold_reason: reason });
+      const after = holdView(updated);
+      await writeAudit(trx, {
+        actor: who.actor,
+        requestId: who.requestId,
+        at: now,
+        action: reason === null ? 'customer.hold.release' : 'customer.hold',
+        partnerId: target.partnerId,
+        target: `partner/${target.partnerId}/${target.mode}/customer/${target.customerId}`,
+        before,
+        after,
+      });
+      return after;
+    });
+  }
+
   async #lock(trx: Db, tenant: Tenant, id: string): Promise<CustomerRow> {
     const row = await lockCustomer(trx, tenant, id);
     if (!row) throw notFound(`Customer ${id}`);
     return row;
   }
 
-  async #openDeleteOperation(trx: Db, customerUid: string): Promise<string | null> {
-    const op = await trx
-      .selectFrom('operations')
-      .select('id')
-      .where('customer_uid', '=', customerUid)
-      .where('type', '=', 'customer.delete')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    return op?.id ?? null;
+  #requireResumable(row: CustomerRow): void {
+    if (row.held_at) {
+      throw new ApiError('CONFLICT', `Customer ${row.id} is held by the operator and cannot be resumed.`, {
+        details: { customer_id: row.id, status: row.status, held: true, hold_reason: row.hold_reason },
+      });
+    }
+    const cancelling = row.status === 'deletion_scheduled';
+    if (row.status === 'suspended' || (cancelling && row.status_before_deletion !== 'failed')) return;
+    if (row.status === 'provisioning') requireActiveCustomer(row, 'resume it', this.retryAfterS);
+    throw new ApiError('CONFLICT', `Customer ${row.id} is ${describeStatus(row.status)} and cannot be resumed.`, {
+      details: {
+        customer_id: row.id,
+        status: row.status,
+        ...(cancelling ? { status_before_deletion: row.status_before_deletion } : {}),
+      },
+    });
   }
 
-  #retryAfterS(): number {
-    return Math.max(1, Math.ceil(this.#deps.provisioningMs / 1000));
+  /** What a delete answers without changing anything: a deletion already under way, or one that cannot start yet. */
+  async #deletionSettled(
+    row: CustomerRow,
+    mode: 'scheduled' | 'immediate',
+    db: Db = this.#deps.db,
+  ): Promise<DeleteCustomerResult | undefined> {
+    if (row.status === 'deleting') return deleteResult(row, (await latestOperation(db, row.uid, 'customer.delete'))?.id ?? null);
+    if (row.status === 'deletion_scheduled' && mode === 'scheduled') return deleteResult(row, null);
+    if (row.status === 'provisioning' && mode === 'scheduled') {
+      throw new ApiError(
+        'NOT_READY',
+        `Customer ${row.id} is still provisioning; delete it with mode=immediate, or schedule the deletion once it is active.`,
+        { retryAfter: this.retryAfterS, details: { customer_id: row.id, status: row.status } },
+      );
+    }
+    return undefined;
   }
 
   /** Runs an insert, turning a unique-constraint violation into the ALREADY_EXISTS the partner can act on. */
-  async #insertOrExplain<T>(request: CreateCustomerRequest, namespace: string, run: () => Promise<T>): Promise<T> {
+  async #insertOrExplain<T>(request: CreateCustomerRequest, run: () => Promise<T>): Promise<T> {
     try {
       return await run();
     } catch (error) {
       const constraint = uniqueViolation(error);
       if (constraint === undefined) throw error;
-      if (constraint === 'users_scope_email_key') {
-        throw new ApiError('ALREADY_EXISTS', `The email ${request.owner.email} is already taken by another user.`, {
-          details: { field: 'owner.email', value: request.owner.email },
-        });
-      }
-      if (constraint === 'projects_scope_namespace_key') {
-        throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already taken.`, {
-          details: { field: 'project', namespace },
-        });
-      }
+      // Names are the partner's own (prefixed on the platform): a clash is always with its own customer.
       throw new ApiError('ALREADY_EXISTS', `Customer ${request.id} already exists.`, { details: { field: 'id', value: request.id } });
     }
   }
+}
+
+function assertNoLiveWorkloads(row: CustomerRow, workloads: Workloads): void {
+  if (workloads.vms.length > 0 || workloads.databases.length > 0) {
+    throw new ApiError('CONFLICT', `Customer ${row.id} still has live VMs or databases; remove them before deleting it.`, {
+      details: { customer_id: row.id, vms: workloads.vms, databases: workloads.databases },
+    });
+  }
+}
+
+function holdView(row: CustomerRow) {
+  return { customer_id: row.id, held: row.held_at !== null, held_at: row.held_at?.toISOString() ?? null, reason: row.hold_reason };
 }
 
 function suspendResult(row: CustomerRow, running: number) {

@@ -1,12 +1,15 @@
-import type { Selectable } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
+import type { Db } from '../app/database.ts';
 import { releaseQuota } from '../capacity/store.ts';
-import type { Db } from '../infra/db/database.ts';
-import type { CustomersTable, KeyMode } from '../infra/db/schema.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
+import { adjustCustomerCount } from '../partners/store.ts';
 import type { ProjectRow } from '../projects/store.ts';
 import { type Customer, toCustomer } from './schemas.ts';
+import { CUSTOMER_STATUS } from './status.ts';
+import type { CustomerStatus, CustomersTable } from './tables.ts';
 
 export type CustomerRow = Selectable<CustomersTable>;
 
@@ -73,28 +76,125 @@ export async function insertCustomer(trx: Db, row: CustomerRow): Promise<void> {
   await trx.insertInto('customers').values(row).execute();
 }
 
-export async function updateCustomer(trx: Db, uid: string, changes: Partial<CustomerRow>): Promise<CustomerRow> {
+/** Any change but the status, which moves only through `setCustomerStatus`. */
+export type CustomerChanges = Partial<Omit<CustomerRow, 'uid' | 'status'>>;
+
+export async function updateCustomer(trx: Db, uid: string, changes: CustomerChanges): Promise<CustomerRow> {
   return trx.updateTable('customers').set(changes).where('uid', '=', uid).returningAll().executeTakeFirstOrThrow();
 }
 
-/** Removes the customer with its projects and users (cascade); its operations stay for their 7 days. */
-export async function removeCustomer(trx: Db, row: CustomerRow): Promise<void> {
+/** Moves a customer's status by its state machine, with whatever else changes with it. */
+export async function setCustomerStatus(
+  trx: Db,
+  row: CustomerRow,
+  to: CustomerStatus,
+  changes: CustomerChanges = {},
+): Promise<CustomerRow> {
+  return trx
+    .updateTable('customers')
+    .set({ ...changes, status: CUSTOMER_STATUS.move(row.status, to) })
+    .where('uid', '=', row.uid)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * Removes the customer with its projects and users (cascade) and keeps a tombstone (usage bills the
+ * window it lived in); its operations stay for their 7 days. Its count and quota go back to the partner.
+ */
+export async function removeCustomer(trx: Db, row: CustomerRow, deletedAt: Date): Promise<void> {
   await trx.deleteFrom('customers').where('uid', '=', row.uid).execute();
+  await trx
+    .insertInto('customer_tombstones')
+    .values({
+      uid: row.uid,
+      partner_id: row.partner_id,
+      mode: row.mode,
+      id: row.id,
+      organization: row.organization,
+      created_at: row.created_at,
+      deleted_at: deletedAt,
+    })
+    .onConflict((oc) => oc.column('uid').doNothing())
+    .execute();
   await adjustCustomerCount(trx, row.partner_id, row.mode, -1);
-  // Its quota goes back to the pool with it.
   await releaseQuota(trx, row.partner_id, row.mode, row.quota);
 }
 
-export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
-  await trx
-    .updateTable('partners')
-    .set((eb) =>
-      mode === 'live'
-        ? { customer_count: eb('customer_count', '+', delta) }
-        : { test_customer_count: eb('test_customer_count', '+', delta) },
-    )
-    .where('id', '=', partnerId)
+/** Customers of a partner's mode whose grace period has ended on that mode's clock. */
+export async function graceEnded(db: Db, now: Date, limit: number, partner?: { id: string; mode: KeyMode }): Promise<string[]> {
+  const result = await sql<{ uid: string }>`
+    select c.uid from customers c join partners p on p.id = c.partner_id
+    where c.status = 'deletion_scheduled'
+      and c.scheduled_deletion_at <= ${now}::timestamptz + (case when c.mode = 'test' then p.test_clock_offset_ms else 0 end) * interval '1 millisecond'
+      ${partner ? sql`and c.partner_id = ${partner.id} and c.mode = ${partner.mode}` : sql``}
+    limit ${limit}`.execute(db);
+  return result.rows.map((row) => row.uid);
+}
+
+/** The earliest scheduled deletion of a partner's mode (the test clock walks through due times in order). */
+export async function nextScheduledDeletion(db: Db, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
+  const row = await db
+    .selectFrom('customers')
+    .select((eb) => eb.fn.min('scheduled_deletion_at').as('at'))
+    .where('partner_id', '=', partner.id)
+    .where('mode', '=', partner.mode)
+    .where('status', '=', 'deletion_scheduled')
+    .executeTakeFirst();
+  return row?.at ? new Date(row.at as unknown as string | Date) : undefined;
+}
+
+/** Customers whose quota the platform has not applied yet. */
+export async function quotaNotApplied(db: Db, limit: number): Promise<CustomerRow[]> {
+  return db
+    .selectFrom('customers')
+    .selectAll()
+    .where(sql<boolean>`quota_applied_revision is distinct from quota_revision`)
+    .where('status', 'in', ['active', 'suspended', 'deletion_scheduled'])
+    .limit(limit)
     .execute();
+}
+
+export async function markQuotaApplied(db: Db, uid: string, revision: number): Promise<void> {
+  await db
+    .updateTable('customers')
+    .set({ quota_applied_revision: revision })
+    .where('uid', '=', uid)
+    .where('quota_revision', '=', revision)
+    .execute();
+}
+
+/** A customer usage reports on: a live one, or one deleted within the window (usage still bills it). */
+export interface UsageSubjectRow {
+  id: string;
+  organization: string;
+  created_at: Date;
+  deleted_at: Date | null;
+}
+
+/**
+ * A page of a partner's mode's customers for usage, by id (then creation, so a deleted customer and
+ * a later one of the same id are both listed): every live customer, and every deleted one that
+ * lived within [from, to).
+ */
+export async function usageSubjects(
+  db: Db,
+  owner: Owner,
+  window: { from: Date; to: Date },
+  after: { id: string; createdAt: Date } | undefined,
+  limit: number,
+): Promise<UsageSubjectRow[]> {
+  const past = after ? sql`and (id, created_at) > (${after.id}, ${after.createdAt}::timestamptz)` : sql``;
+  const result = await sql<UsageSubjectRow>`
+    (select id, organization, created_at, null::timestamptz as deleted_at from customers
+      where partner_id = ${owner.partnerId} and mode = ${owner.mode} ${past}
+      order by id, created_at limit ${limit})
+    union all
+    (select id, organization, created_at, deleted_at from customer_tombstones
+      where partner_id = ${owner.partnerId} and mode = ${owner.mode} and deleted_at > ${window.from} and created_at < ${window.to} ${past}
+      order by id, created_at limit ${limit})
+    order by id, created_at limit ${limit}`.execute(db);
+  return result.rows;
 }
 
 export interface CustomerFilters {

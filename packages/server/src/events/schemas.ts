@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
-import type { EventsTable } from '../infra/db/schema.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
+import type { EventsTable } from './tables.ts';
 
 /** partner-api.md, Event body: what a webhook delivery carries and `GET /events` lists. */
 export const EventBody = Type.Object(

@@ -1,4 +1,4 @@
-import type { Db } from '../infra/db/database.ts';
+import type { Db } from '../app/database.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Tenant } from '../platform/tenant.ts';

@@ -1,6 +1,6 @@
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
 import { newId } from '../infra/ids.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { initialDeliveryState } from '../webhooks/store.ts';
 import { EVENT_DATA, type EventData, type EventName } from './payloads.ts';
 

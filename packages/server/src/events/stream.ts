@@ -1,9 +1,9 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { idFloor, idTimeMs } from '../infra/ids.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { serializeEventBody } from './schemas.ts';
 import { eventsAfter, newestEventId } from './store.ts';
 

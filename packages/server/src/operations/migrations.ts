@@ -30,4 +30,16 @@ export const operationMigrations: Record<string, Migration> = {
       await sql`create index operations_finished_idx on operations (finished_at) where finished_at is not null`.execute(db);
     },
   },
+  '0022_operations_leases': {
+    async up(db: Kysely<unknown>) {
+      // The engine claims an operation with a lease, calls the platform with no transaction open, and
+      // commits the outcome only while the lease is still its own.
+      await sql`alter table operations add column lease_owner text`.execute(db);
+      await sql`alter table operations add column lease_until timestamptz`.execute(db);
+      await sql`alter table operations add column failed_looks integer not null default 0`.execute(db);
+      await sql`alter table operations add column last_problem text`.execute(db);
+      // A deleted customer's operations stay readable by its id for their 7 days.
+      await sql`create index operations_partner_customer_idx on operations (partner_id, mode, customer_id, id)`.execute(db);
+    },
+  },
 };

@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import type { OperationsTable } from '../infra/db/schema.ts';
+import type { OperationsTable } from './tables.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);

@@ -1,17 +1,19 @@
 import { type Selectable, sql } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode, OperationsTable, OperationType } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
+import type { FailureCode } from '../platform/failures.ts';
 import { type Operation, toOperation } from './schemas.ts';
+import { OPEN_STATUSES, OPERATION_STATUS } from './status.ts';
+import type { OperationsTable, OperationType } from './tables.ts';
 
 export type OperationRow = Selectable<OperationsTable>;
 
 /** partner-api.md, Limits: operation records are kept 7 days. */
 export const OPERATION_RETENTION_MS = 7 * 24 * 3600 * 1000;
-const OPEN = ['pending', 'running'] as const;
 
 export async function insertOperation(
   trx: Db,
@@ -32,6 +34,10 @@ export async function insertOperation(
     error_code: null,
     error_message: null,
     due_at: op.now,
+    lease_owner: null,
+    lease_until: null,
+    failed_looks: 0,
+    last_problem: null,
   };
   await trx.insertInto('operations').values(row).execute();
   return row;
@@ -75,7 +81,7 @@ export async function listCustomerOperations(
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },
   since: Date,
-): Promise<{ rows: OperationRow[]; page: Page<Operation> }> {
+): Promise<Page<Operation>> {
   let select = db
     .selectFrom('operations')
     .selectAll()
@@ -88,15 +94,181 @@ export async function listCustomerOperations(
     select = select.where('id', '<', String(lastId));
   }
   const rows = await select.execute();
-  const page = toPage(rows, query.limit, toOperation, (last) =>
-    cursors.encode('customer-operations', { customer: customerUid }, [last.id]),
-  );
-  return { rows: rows.slice(0, query.limit), page };
+  return toPage(rows, query.limit, toOperation, (last) => cursors.encode('customer-operations', { customer: customerUid }, [last.id]));
 }
 
-/** Open operations of one customer (to hurry them along when the customer is being deleted). */
+/**
+ * The internal identity of the latest customer of this id whose operations are still kept: a
+ * deleted customer's operations (its `customer.delete` outcome included) stay readable by its id.
+ */
+export async function latestCustomerUidWithOperations(
+  db: Db,
+  owner: { partnerId: string; mode: KeyMode },
+  customerId: string,
+  since: Date,
+): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('operations')
+    .select('customer_uid')
+    .where('partner_id', '=', owner.partnerId)
+    .where('mode', '=', owner.mode)
+    .where('customer_id', '=', customerId)
+    .where('created_at', '>=', since)
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row?.customer_uid;
+}
+
+/** The latest operation of a kind for a customer (and project): what a repeated delete answers. */
+export async function latestOperation(db: Db, customerUid: string, type: OperationType, project: string | null = null) {
+  return db
+    .selectFrom('operations')
+    .selectAll()
+    .where('customer_uid', '=', customerUid)
+    .where('type', '=', type)
+    .$if(project !== null, (q) => q.where('project', '=', project))
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/**
+ * Open operations of one customer are looked at now (the customer is being deleted: they end with
+ * CUSTOMER_DELETING). A look in flight loses its lease: what it found is out of date, so its outcome
+ * is not recorded, and the next look sees the deletion.
+ */
 export async function expediteCustomerOperations(trx: Db, customerUid: string, now: Date): Promise<void> {
-  await trx.updateTable('operations').set({ due_at: now }).where('customer_uid', '=', customerUid).where('status', 'in', OPEN).execute();
+  await trx
+    .updateTable('operations')
+    .set({ due_at: now, lease_owner: null, lease_until: null })
+    .where('customer_uid', '=', customerUid)
+    .where('status', 'in', OPEN_STATUSES)
+    .execute();
+}
+
+/** An open operation with what the engine needs to look at it: its partner's test clock offset (read-only). */
+export type DueOperation = OperationRow & { test_clock_offset_ms: number };
+
+/**
+ * Claims up to `limit` operations that are due on their mode's clock and leased by nobody (or by a
+ * process whose lease ran out): one statement, no transaction. `partner` restricts the claim to one
+ * partner and mode (the test clock's catch-up).
+ */
+export async function claimDueOperations(
+  db: Db,
+  claim: { owner: string; now: Date; leaseUntil: Date; limit: number; partner?: { id: string; mode: KeyMode } },
+): Promise<DueOperation[]> {
+  const { owner, now, leaseUntil, limit, partner } = claim;
+  const result = await sql<DueOperation>`
+    with due as (
+      select o.id from operations o join partners p on p.id = o.partner_id
+      where o.status in ('pending', 'running')
+        and o.due_at <= ${now}::timestamptz + (case when o.mode = 'test' then p.test_clock_offset_ms else 0 end) * interval '1 millisecond'
+        and (o.lease_until is null or o.lease_until <= ${now})
+        ${partner ? sql`and o.partner_id = ${partner.id} and o.mode = ${partner.mode}` : sql``}
+      order by o.due_at
+      limit ${limit}
+      for update of o skip locked)
+    update operations o set lease_owner = ${owner}, lease_until = ${leaseUntil}
+    from due, partners p
+    where o.id = due.id and p.id = o.partner_id
+    returning o.*, p.test_clock_offset_ms::bigint as test_clock_offset_ms`.execute(db);
+  return result.rows.map((row) => ({ ...row, test_clock_offset_ms: Number(row.test_clock_offset_ms) }));
+}
+
+/** Whether a partner's mode still has due operations that some process holds (the catch-up waits for them). */
+export async function hasLeasedDueOperations(db: Db, partner: { id: string; mode: KeyMode }, modeNow: Date, now: Date): Promise<boolean> {
+  const row = await db
+    .selectFrom('operations')
+    .select('id')
+    .where('partner_id', '=', partner.id)
+    .where('mode', '=', partner.mode)
+    .where('status', 'in', OPEN_STATUSES)
+    .where('due_at', '<=', modeNow)
+    .where('lease_until', '>', now)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Locks an operation for its outcome, only while this process still holds its lease. */
+export async function lockLeasedOperation(trx: Db, id: string, owner: string): Promise<OperationRow | undefined> {
+  return trx.selectFrom('operations').selectAll().where('id', '=', id).where('lease_owner', '=', owner).forUpdate().executeTakeFirst();
+}
+
+/** An unfinished look: the next one is due at `dueAt`; the lease is given back. False when the lease was lost. */
+export async function scheduleNextLook(
+  db: Db,
+  op: OperationRow,
+  owner: string,
+  next: { dueAt: Date; now: Date; problem?: string },
+): Promise<boolean> {
+  const status = op.status === 'pending' ? OPERATION_STATUS.move('pending', 'running') : op.status;
+  const result = await db
+    .updateTable('operations')
+    .set((eb) => ({
+      status,
+      due_at: next.dueAt,
+      updated_at: op.status === 'pending' ? next.now : op.updated_at,
+      lease_owner: null,
+      lease_until: null,
+      failed_looks: next.problem === undefined ? 0 : eb('failed_looks', '+', 1),
+      last_problem: next.problem ?? null,
+    }))
+    .where('id', '=', op.id)
+    .where('lease_owner', '=', owner)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Records the outcome of a locked operation: succeeded, or failed with its code. */
+export async function finishOperation(
+  trx: Db,
+  op: OperationRow,
+  outcome: { state: 'done' } | { state: 'failed'; code: FailureCode; message: string },
+  now: Date,
+): Promise<void> {
+  const failed = outcome.state === 'failed' ? outcome : undefined;
+  await trx
+    .updateTable('operations')
+    .set({
+      status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
+      updated_at: now,
+      finished_at: now,
+      error_code: failed?.code ?? null,
+      error_message: failed?.message ?? null,
+      lease_owner: null,
+      lease_until: null,
+      last_problem: null,
+    })
+    .where('id', '=', op.id)
+    .execute();
+}
+
+/** Open operations whose looks keep failing (the platform does not answer, or a step throws): the operator's view. */
+export async function listStuckOperations(db: Db, minFailedLooks: number, limit: number): Promise<OperationRow[]> {
+  return db
+    .selectFrom('operations')
+    .selectAll()
+    .where('status', 'in', OPEN_STATUSES)
+    .where('failed_looks', '>=', minFailedLooks)
+    .orderBy('failed_looks', 'desc')
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+}
+
+/** The earliest due time among a partner's open operations of a mode (the test clock walks through them in order). */
+export async function nextDueAt(db: Db, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
+  const row = await db
+    .selectFrom('operations')
+    .select((eb) => eb.fn.min('due_at').as('due_at'))
+    .where('partner_id', '=', partner.id)
+    .where('mode', '=', partner.mode)
+    .where('status', 'in', OPEN_STATUSES)
+    .executeTakeFirst();
+  return row?.due_at ? new Date(row.due_at as unknown as string | Date) : undefined;
 }
 
 export async function deleteExpiredOperations(db: Db, now: Date): Promise<number> {

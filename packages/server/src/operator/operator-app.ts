@@ -2,7 +2,9 @@ import type { Logger } from 'pino';
 import { healthRoutes } from '../app/health.ts';
 import type { Services } from '../app/services.ts';
 import { capacityOperatorRoutes } from '../capacity/operator-routes.ts';
+import { customerOperatorRoutes } from '../customers/operator-routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
+import { operationOperatorRoutes } from '../operations/operator-routes.ts';
 import { operatorAuthPlugin } from './operator-auth.ts';
 import { operatorRoutes } from './routes.ts';
 
@@ -17,6 +19,8 @@ export async function buildOperatorApp(services: Services, logger: Logger, opera
       await api.register(operatorAuthPlugin, { token: operatorToken });
       await api.register(operatorRoutes, { services });
       await api.register(capacityOperatorRoutes, { services });
+      await api.register(customerOperatorRoutes, { services });
+      await api.register(operationOperatorRoutes, { services });
     },
     { prefix: OPERATOR_API_PREFIX },
   );

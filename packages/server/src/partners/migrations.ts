@@ -32,4 +32,14 @@ export const partnerMigrations: Record<string, Migration> = {
       await sql`alter table partners add column test_clock_offset_ms bigint not null default 0`.execute(db);
     },
   },
+  '0023_partners_customer_prefix': {
+    async up(db: Kysely<unknown>) {
+      // Kube-DC's customerIdPrefix: a partner's customers are named `<prefix>-<customer id>` on the platform,
+      // so no two partners compete for a name. Existing partners get their id, cut to 22 characters.
+      await sql`alter table partners add column customer_prefix text`.execute(db);
+      await sql`update partners set customer_prefix = rtrim(left(id, 22), '-')`.execute(db);
+      await sql`alter table partners alter column customer_prefix set not null`.execute(db);
+      await sql`alter table partners add constraint partners_customer_prefix_key unique (customer_prefix)`.execute(db);
+    },
+  },
 };

@@ -1,5 +1,5 @@
+import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
 import { findPartner, type PartnerRow } from './store.ts';
 
 /**

@@ -33,9 +33,16 @@ export const PartnerDefaults = Type.Object(
   { additionalProperties: false },
 );
 
+/** Kube-DC's customer id prefix: a DNS label of at most 22 characters, so `<prefix>-<customer id>` fits in 63. */
+export const CustomerPrefix = Type.String({
+  pattern: '^[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?$',
+  description: "The partner's customers are named `<prefix>-<customer id>` on the platform; unique among partners.",
+});
+
 export const Partner = Type.Object({
   id: Type.String(),
   display_name: Type.String(),
+  customer_prefix: Type.String(),
   status: Type.Union([Type.Literal('provisioning'), Type.Literal('active'), Type.Literal('suspended')]),
   scopes: Type.Array(Type.String()),
   limits: PartnerLimits,
@@ -58,6 +65,7 @@ export const CreatePartnerRequest = Type.Object(
     limits: Type.Optional(Type.Partial(PartnerLimits, { additionalProperties: false })),
     defaults: Type.Optional(Type.Partial(PartnerDefaults, { additionalProperties: false })),
     allow_private_webhooks: Type.Optional(Type.Boolean()),
+    customer_prefix: Type.Optional(CustomerPrefix),
   },
   { additionalProperties: false },
 );
@@ -70,6 +78,7 @@ export const UpdatePartnerRequest = Type.Object(
     limits: Type.Optional(Type.Partial(PartnerLimits, { additionalProperties: false })),
     defaults: Type.Optional(Type.Partial(PartnerDefaults, { additionalProperties: false })),
     allow_private_webhooks: Type.Optional(Type.Boolean()),
+    customer_prefix: Type.Optional(CustomerPrefix),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -1,12 +1,21 @@
+import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
+import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
-import { findPartner, findPartnerForUpdate, insertPartner, listPartners, type PartnerRow, updatePartner } from './store.ts';
+import {
+  findClashingPrefix,
+  findPartner,
+  findPartnerForUpdate,
+  insertPartner,
+  listPartners,
+  type PartnerRow,
+  updatePartner,
+} from './store.ts';
 
 /** Who asked for an operator change, for the audit log. */
 export interface OperatorActor {
@@ -25,6 +34,11 @@ export interface PartnerServiceDeps {
   onPartnerSuspended: (trx: Db, partnerId: string) => Promise<void>;
 }
 
+/** The partner id cut to a DNS-safe 22 characters (Kube-DC's default customer id prefix). */
+export function defaultCustomerPrefix(partnerId: string): string {
+  return partnerId.slice(0, 22).replace(/-+$/, '');
+}
+
 function partnerStatus(row: PartnerRow, nowMs: number): Partner['status'] {
   if (row.status === 'suspended') return 'suspended';
   return row.ready_at.getTime() > nowMs ? 'provisioning' : 'active';
@@ -34,6 +48,7 @@ export function toPartner(row: PartnerRow, nowMs: number): Partner {
   return {
     id: row.id,
     display_name: row.display_name,
+    customer_prefix: row.customer_prefix,
     status: partnerStatus(row, nowMs),
     scopes: row.scopes,
     limits: {
@@ -53,7 +68,7 @@ export function toPartner(row: PartnerRow, nowMs: number): Partner {
   };
 }
 
-type Settings = Pick<UpdatePartnerRequest, 'scopes' | 'limits' | 'defaults' | 'allow_private_webhooks'>;
+type Settings = Pick<UpdatePartnerRequest, 'scopes' | 'limits' | 'defaults' | 'allow_private_webhooks' | 'customer_prefix'>;
 
 /** Column values for the settings a request names; the rest stay as they are. */
 function settingsColumns(settings: Settings): Partial<PartnerRow> {
@@ -69,6 +84,7 @@ function settingsColumns(settings: Settings): Partial<PartnerRow> {
   if (defaults?.plan_id !== undefined) out.default_plan_id = defaults.plan_id;
   if (defaults?.grace_days !== undefined) out.grace_days = defaults.grace_days;
   if (settings.allow_private_webhooks !== undefined) out.allow_private_webhooks = settings.allow_private_webhooks;
+  if (settings.customer_prefix !== undefined) out.customer_prefix = settings.customer_prefix;
   return out;
 }
 
@@ -97,6 +113,7 @@ export class PartnerService {
       allow_private_webhooks: false,
       default_plan_id: d.defaults.plan_id,
       grace_days: d.defaults.grace_days,
+      customer_prefix: defaultCustomerPrefix(request.id),
       customer_count: 0,
       test_customer_count: 0,
       test_clock_offset_ms: 0,
@@ -106,14 +123,19 @@ export class PartnerService {
       updated_at: now,
       ...settingsColumns(request),
     };
-    return db.transaction().execute(async (trx) => {
-      if (!(await insertPartner(trx, row))) {
-        throw new ApiError('ALREADY_EXISTS', `Partner ${request.id} already exists.`, { details: { id: request.id } });
-      }
-      const created = toPartner(row, now.getTime());
-      await writeAudit(trx, { ...audit(who, now, 'partner.create', row.id), before: null, after: created });
-      return created;
-    });
+    return prefixTaken(row.customer_prefix, async () =>
+      db.transaction().execute(async (trx) => {
+        // An operator who did not choose a prefix gets a free one: the id cut short, numbered when another partner has it.
+        if (request.customer_prefix === undefined) row.customer_prefix = await freePrefix(trx, row.customer_prefix);
+        else await assertPrefixFree(trx, row.customer_prefix, request.id);
+        if (!(await insertPartner(trx, row))) {
+          throw new ApiError('ALREADY_EXISTS', `Partner ${request.id} already exists.`, { details: { id: request.id } });
+        }
+        const created = toPartner(row, now.getTime());
+        await writeAudit(trx, { ...audit(who, now, 'partner.create', row.id), before: null, after: created });
+        return created;
+      }),
+    );
   }
 
   async get(id: string): Promise<Partner> {
@@ -130,7 +152,9 @@ export class PartnerService {
   async update(id: string, request: UpdatePartnerRequest, who: OperatorActor): Promise<Partner> {
     const changes: Partial<PartnerRow> = settingsColumns(request);
     if (request.display_name !== undefined) changes.display_name = request.display_name;
-    return this.#change(id, 'partner.update', who, () => changes);
+    // A new prefix names customers created from now on; existing ones keep their platform names.
+    if (changes.customer_prefix !== undefined) await assertPrefixFree(this.#deps.db, changes.customer_prefix, id);
+    return prefixTaken(changes.customer_prefix, () => this.#change(id, 'partner.update', who, () => changes));
   }
 
   /** Suspends the account: token exchanges and calls stop, and its customers' users' console sessions end. */
@@ -178,6 +202,52 @@ export class PartnerService {
     });
     cache.invalidate(id);
     return result;
+  }
+}
+
+/**
+ * A free prefix near the one wanted: itself, else without dashes (which cannot extend another
+ * prefix with a dash), numbered (`acmeco2`, `acmeco3`, ...) until it clashes with no partner's.
+ */
+async function freePrefix(trx: Db, wanted: string): Promise<string> {
+  const base = wanted.replace(/-/g, '');
+  for (let n = 0; n < 1_000; n++) {
+    const candidate = n === 0 ? wanted : n === 1 ? base : `${base.slice(0, 22 - String(n).length)}${n}`;
+    if (!(await findClashingPrefix(trx, candidate))) return candidate;
+  }
+  throw new ApiError('ALREADY_EXISTS', `No free customer prefix near ${wanted}; choose one with --customer-prefix.`, {
+    details: { field: 'customer_prefix', value: wanted },
+  });
+}
+
+/**
+ * A prefix may not extend another partner's with a dash, nor be extended by one: `acme` with
+ * customer `x-y` and `acme-x` with customer `y` would both name an organization `acme-x-y`.
+ */
+async function assertPrefixFree(trx: Db, prefix: string, partnerId: string): Promise<void> {
+  const clash = await findClashingPrefix(trx, prefix, partnerId);
+  if (clash) {
+    throw new ApiError(
+      'ALREADY_EXISTS',
+      `The customer prefix ${prefix} clashes with another partner's (${clash.customer_prefix}); choose another with --customer-prefix.`,
+      {
+        details: { field: 'customer_prefix', value: prefix },
+      },
+    );
+  }
+}
+
+/** A unique violation on the prefix is a prefix another partner has (409 ALREADY_EXISTS naming it). */
+async function prefixTaken<T>(prefix: string | undefined, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (uniqueViolation(error) === 'partners_customer_prefix_key') {
+      throw new ApiError('ALREADY_EXISTS', `Another partner has the customer prefix ${prefix}; choose another with --customer-prefix.`, {
+        details: { field: 'customer_prefix', value: prefix },
+      });
+    }
+    throw error;
   }
 }
 

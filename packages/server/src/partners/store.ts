@@ -1,8 +1,9 @@
-import type { Selectable } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { PartnersTable } from '../infra/db/schema.ts';
+import { type Selectable, sql } from 'kysely';
+import type { Db } from '../app/database.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
+import type { PartnersTable } from './tables.ts';
 
 export type PartnerRow = Selectable<PartnersTable>;
 
@@ -11,6 +12,23 @@ export async function findPartner(db: Db, id: string): Promise<PartnerRow | unde
 }
 
 /** Reads the row under a lock, for a change in the same transaction. */
+/** Another partner whose customer prefix is this one, or extends it or is extended by it with a dash. */
+export async function findClashingPrefix(db: Db, prefix: string, exceptPartnerId?: string): Promise<PartnerRow | undefined> {
+  return db
+    .selectFrom('partners')
+    .selectAll()
+    .where((eb) =>
+      eb.or([
+        eb('customer_prefix', '=', prefix),
+        // Prefixes are DNS labels ([a-z0-9-]): no LIKE wildcard can be in one.
+        eb(eb.val(prefix), 'like', sql<string>`customer_prefix || '-%'`),
+        eb('customer_prefix', 'like', `${prefix}-%`),
+      ]),
+    )
+    .$if(exceptPartnerId !== undefined, (q) => q.where('id', '<>', exceptPartnerId as string))
+    .executeTakeFirst();
+}
+
 export async function findPartnerForUpdate(trx: Db, id: string): Promise<PartnerRow | undefined> {
   return trx.selectFrom('partners').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
 }
@@ -45,4 +63,28 @@ export async function listPartners<T>(
   }
   const rows = await select.execute();
   return toPage(rows, query.limit, toItem, (last) => cursors.encode('partners', {}, [last.id]));
+}
+
+/** A partner's customer count of one mode (live and test customers are counted apart). */
+export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
+  await trx
+    .updateTable('partners')
+    .set((eb) =>
+      mode === 'live'
+        ? { customer_count: eb('customer_count', '+', delta) }
+        : { test_customer_count: eb('test_customer_count', '+', delta) },
+    )
+    .where('id', '=', partnerId)
+    .execute();
+}
+
+/** Moves the partner's test clock forward; the new offset. */
+export async function advanceTestClock(db: Db, partnerId: string, ms: number): Promise<number> {
+  const row = await db
+    .updateTable('partners')
+    .set((eb) => ({ test_clock_offset_ms: eb('test_clock_offset_ms', '+', ms) }))
+    .where('id', '=', partnerId)
+    .returning('test_clock_offset_ms')
+    .executeTakeFirstOrThrow();
+  return Number(row.test_clock_offset_ms);
 }

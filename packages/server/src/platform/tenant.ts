@@ -1,10 +1,15 @@
 import type { Principal } from '../auth/service.ts';
+import type { PlatformScope } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode, PlatformScope } from '../infra/db/schema.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { PartnerRow } from '../partners/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
-import { type PlatformContext, platformScope } from './platform.ts';
+import type { PlatformContext } from './platform.ts';
+
+/** `live`: one platform shared by every partner; `test:<partner>`: the partner's own sandbox. Platform names are unique within it. */
+export function platformScope(partnerId: string, mode: KeyMode): PlatformScope {
+  return mode === 'live' ? 'live' : `test:${partnerId}`;
+}
 
 /** Whose data a request acts on, and when: the partner, its mode and that mode's clock. */
 export interface Tenant {
@@ -26,8 +31,9 @@ export function tenantOf(principal: Principal, clock: Clock): Tenant {
   };
 }
 
-export function platformContext(db: Db, tenant: Tenant): PlatformContext {
-  return { db, partnerId: tenant.partnerId, mode: tenant.mode, scope: tenant.scope, now: tenant.now };
+/** Whose platform objects a request acts on, and when (no database handle: drivers keep their own state). */
+export function platformContext(tenant: Tenant): PlatformContext {
+  return { partnerId: tenant.partnerId, mode: tenant.mode, now: tenant.now };
 }
 
 /** The tenant of an authenticated request. */

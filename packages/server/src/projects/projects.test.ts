@@ -39,7 +39,7 @@ for (const target of testDatabases()) {
       const created = await create('acme', 'web');
       assert.equal(created.status, 202, created.text);
       assert.equal(created.body.data.project.state, 'provisioning');
-      assert.equal(created.body.data.project.namespace, 'acme-web');
+      assert.equal(created.body.data.project.namespace, 'proj-acme-web', '<partner prefix>-<customer id>-<project>');
       assert.equal(created.body.data.operation.type, 'project.create');
       const done = await waitForOperation(server, p.live, 'acme', created.body.data.operation.id);
       assert.equal(done.status, 'succeeded');
@@ -86,12 +86,12 @@ for (const target of testDatabases()) {
     test('ALREADY_EXISTS for a taken name or namespace; LIMIT_REACHED with max and current', async () => {
       const dup = assertError(await create('acme', 'web'), 409, 'ALREADY_EXISTS');
       assert.equal(dup.details?.field, 'name');
-      // acme + "x-y" and acme-x + "y" would both be namespace acme-x-y.
+      // acme + "x-y" and acme-x + "y" would both be namespace proj-acme-x-y.
       await activeCustomer(server, p.live, 'acme-x', { owner: { username: 'o', email: 'o@acme-x.example' } });
       const third = await create('acme', 'x-y');
       assert.equal(third.status, 202);
       const clash = assertError(await create('acme-x', 'y'), 409, 'ALREADY_EXISTS');
-      assert.equal(clash.details?.namespace, 'acme-x-y');
+      assert.equal(clash.details?.namespace, 'proj-acme-x-y');
       const limit = assertError(await create('acme', 'fourth'), 403, 'LIMIT_REACHED');
       assert.deepEqual({ max: limit.details?.max, current: limit.details?.current }, { max: 3, current: 3 });
     });

@@ -1,5 +1,5 @@
 import { type Static, Type } from 'typebox';
-import type { ProjectsTable } from '../infra/db/schema.ts';
+import type { ProjectsTable } from './tables.ts';
 
 export const ProjectState = Type.Union(
   [Type.Literal('provisioning'), Type.Literal('ready'), Type.Literal('failed'), Type.Literal('deleting')],

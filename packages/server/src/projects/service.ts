@@ -1,12 +1,13 @@
+import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { lockCustomer } from '../customers/store.ts';
-import { type Db, uniqueViolation } from '../infra/db/database.ts';
+import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from '../operations/schemas.ts';
-import { assertOperationSlot, insertOperation } from '../operations/store.ts';
+import { assertOperationSlot, insertOperation, latestOperation } from '../operations/store.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import type { Tenant } from '../platform/tenant.ts';
@@ -19,7 +20,7 @@ import {
   listProjects,
   lockProject,
   type ProjectRow,
-  updateProject,
+  setProjectState,
 } from './store.ts';
 
 export interface ProjectServiceDeps {
@@ -27,7 +28,6 @@ export interface ProjectServiceDeps {
   cursors: CursorCodec;
   customers: CustomerService;
   onOperationOpened: () => void;
-  provisioningMs: number;
 }
 
 /** A customer's projects (CONTRACT §4): created and deleted by operations, read at any time. */
@@ -38,15 +38,21 @@ export class ProjectService {
     this.#deps = deps;
   }
 
+  /**
+   * Opens a project's creation (202). Refusals come in decision 31's order: validation (the
+   * namespace's length), the customer's state (NOT_READY, CONFLICT), LIMIT_REACHED,
+   * TOO_MANY_OPERATIONS, then ALREADY_EXISTS.
+   */
   async create(tenant: Tenant, customerId: string, name: string): Promise<{ project: Project; operation: Operation }> {
-    const { db, onOperationOpened } = this.#deps;
-    const namespace = `${customerId}-${name}`;
+    const { db, customers, onOperationOpened } = this.#deps;
+    const found = await customers.require(tenant, customerId);
+    const namespace = `${found.organization}-${name}`;
     if (namespace.length > NAMESPACE_MAX) {
       throw validationError([
         {
           in: 'body',
           field: 'name',
-          message: `makes the namespace "${namespace}" ${namespace.length} characters long; the customer id and the project name together may have at most ${NAMESPACE_MAX - 1}`,
+          message: `makes the namespace "${namespace}" ${namespace.length} characters long (at most ${NAMESPACE_MAX}: the customer's platform name, a dash and the project)`,
         },
       ]);
     }
@@ -58,19 +64,17 @@ export class ProjectService {
         if (!partner) throw notFound('The partner');
         const customer = await lockCustomer(trx, tenant, customerId);
         if (!customer) throw notFound(`Customer ${customerId}`);
-        requireActiveCustomer(customer, 'create projects');
-        if (await findProject(trx, customer.uid, name)) throw alreadyExists(customerId, name);
+        requireActiveCustomer(customer, 'create projects', customers.retryAfterS);
         const current = await countProjects(trx, customer.uid);
         if (current >= partner.max_projects_per_customer) {
           throw new ApiError(
             'LIMIT_REACHED',
             `Customer ${customerId} has reached its maximum of ${partner.max_projects_per_customer} projects.`,
-            {
-              details: { limit: 'max_projects_per_customer', max: partner.max_projects_per_customer, current },
-            },
+            { details: { limit: 'max_projects_per_customer', max: partner.max_projects_per_customer, current } },
           );
         }
-        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.#retryAfterS());
+        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, customers.retryAfterS);
+        if (await findProject(trx, customer.uid, name)) throw alreadyExists(customerId, name);
         const row: ProjectRow = {
           uid: newId('project'),
           customer_uid: customer.uid,
@@ -101,6 +105,7 @@ export class ProjectService {
       return result;
     } catch (error) {
       const constraint = uniqueViolation(error);
+      // Another of the partner's customers has the namespace (`acme` + `x-y` and `acme-x` + `y`).
       if (constraint === 'projects_scope_namespace_key') {
         throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already taken.`, { details: { field: 'name', namespace } });
       }
@@ -146,23 +151,15 @@ export class ProjectService {
       if (!project) throw notFound(`Project ${name} of customer ${customerId}`);
       if (project.state === 'provisioning') {
         throw new ApiError('NOT_READY', `Project ${name} is still provisioning; delete it once it is ready or failed.`, {
-          retryAfter: this.#retryAfterS(),
+          retryAfter: this.#deps.customers.retryAfterS,
           details: { customer_id: customerId, project: name, state: project.state },
         });
       }
       if (project.state === 'deleting') {
-        const open = await trx
-          .selectFrom('operations')
-          .selectAll()
-          .where('customer_uid', '=', customer.uid)
-          .where('type', '=', 'project.delete')
-          .where('project', '=', name)
-          .orderBy('id', 'desc')
-          .limit(1)
-          .executeTakeFirstOrThrow();
-        return { project: toProject(project), operation: toOperation(open) };
+        const open = await latestOperation(trx, customer.uid, 'project.delete', name);
+        if (open) return { project: toProject(project), operation: toOperation(open) };
       }
-      const updated = await updateProject(trx, project.uid, { state: 'deleting', updated_at: now });
+      const updated = await setProjectState(trx, project, 'deleting', now);
       const operation = await insertOperation(trx, {
         partnerId: tenant.partnerId,
         mode: tenant.mode,
@@ -176,10 +173,6 @@ export class ProjectService {
     });
     onOperationOpened();
     return result;
-  }
-
-  #retryAfterS(): number {
-    return Math.max(1, Math.ceil(this.#deps.provisioningMs / 1000));
   }
 }
 

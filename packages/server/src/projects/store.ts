@@ -1,9 +1,10 @@
 import type { Selectable } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { ProjectsTable } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Project, toProject } from './schemas.ts';
+import { PROJECT_STATE } from './state.ts';
+import type { ProjectsTable } from './tables.ts';
 
 export type ProjectRow = Selectable<ProjectsTable>;
 
@@ -25,8 +26,19 @@ export async function lockProject(trx: Db, customerUid: string, name: string): P
     .executeTakeFirst();
 }
 
-export async function updateProject(trx: Db, uid: string, changes: Partial<ProjectRow>): Promise<ProjectRow> {
-  return trx.updateTable('projects').set(changes).where('uid', '=', uid).returningAll().executeTakeFirstOrThrow();
+/** Moves a project's state, by its state machine only. */
+export async function setProjectState(trx: Db, row: ProjectRow, to: ProjectRow['state'], now: Date): Promise<ProjectRow> {
+  return trx
+    .updateTable('projects')
+    .set({ state: PROJECT_STATE.move(row.state, to), updated_at: now })
+    .where('uid', '=', row.uid)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Records the address range the platform reserved for the project (the same one on every repeat). */
+export async function recordAddressRange(db: Db, uid: string, cidr: string): Promise<void> {
+  await db.updateTable('projects').set({ cidr }).where('uid', '=', uid).where('cidr', 'is', null).execute();
 }
 
 export async function removeProject(trx: Db, uid: string): Promise<void> {

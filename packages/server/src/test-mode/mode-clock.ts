@@ -1,5 +1,5 @@
 import type { Clock } from '../infra/clock.ts';
-import type { KeyMode } from '../infra/db/schema.ts';
+import type { KeyMode } from '../infra/mode.ts';
 
 /**
  * The time a partner's data lives in. Live mode follows the server clock;

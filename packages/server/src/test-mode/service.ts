@@ -1,15 +1,17 @@
-import { sql } from 'kysely';
+import type { Db } from '../app/database.ts';
+import { organizationRef } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
+import { nextScheduledDeletion } from '../customers/store.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
 import { type FieldProblem, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperationEngine } from '../operations/engine.ts';
+import { nextDueAt } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
+import { advanceTestClock, findPartner } from '../partners/store.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toUser, type User } from '../users/schemas.ts';
 import { setUserRequiredActions } from '../users/store.ts';
-import { modeNowMs } from './mode-clock.ts';
 import type { FailureRequest, WorkloadsRequest } from './schemas.ts';
 
 export interface TestHelperServiceDeps {
@@ -47,7 +49,7 @@ export class TestHelperService {
       project: request.project ?? null,
       count: request.count ?? 1,
     };
-    await this.#deps.sandbox.injectFailure(platformContext(this.#deps.db, tenant), failure);
+    await this.#deps.sandbox.injectFailure(platformContext(tenant), failure);
     return {
       type: failure.type,
       code: failure.code,
@@ -59,10 +61,10 @@ export class TestHelperService {
   }
 
   async setWorkloads(tenant: Tenant, customerId: string, request: WorkloadsRequest) {
-    const { db, sandbox, customers } = this.#deps;
+    const { sandbox, customers } = this.#deps;
     const customer = await customers.require(tenant, customerId);
     const running = customer.status !== 'suspended' && customer.status !== 'deleting';
-    const workloads = await sandbox.setWorkloads(platformContext(db, tenant), customerId, {
+    const workloads = await sandbox.setWorkloads(platformContext(tenant), organizationRef(customer), {
       vms: request.vms ?? [],
       databases: request.databases ?? [],
       gpus: request.gpus ?? {},
@@ -74,26 +76,41 @@ export class TestHelperService {
   async setRequiredActions(tenant: Tenant, customerId: string, username: string, actions: string[]): Promise<User> {
     const { db, sandbox, customers } = this.#deps;
     const customer = await customers.require(tenant, customerId);
-    return db.transaction().execute(async (trx) => {
-      const row = await setUserRequiredActions(trx, customer.uid, username, actions);
-      if (!row) throw notFound(`User ${username} of customer ${customerId}`);
-      await sandbox.setRequiredActions(platformContext(trx, tenant), { customerId, username }, actions);
-      return toUser(row);
-    });
+    const row = await setUserRequiredActions(db, customer.uid, username, actions);
+    if (!row) throw notFound(`User ${username} of customer ${customerId}`);
+    // The identity provider's side, after the record (no transaction is open across a platform call).
+    await sandbox.setRequiredActions(platformContext(tenant), { ...organizationRef(customer), username }, actions);
+    return toUser(row);
   }
 
-  /** Moves the partner's test clock forward and answers once whatever fell due has happened. */
+  /**
+   * Moves the partner's test clock forward and answers once whatever fell due has happened, in time
+   * order, as a clock that really passed would: the clock stops at each due time (an operation's
+   * next look, a grace period's end) and the engine does what is due then, so a 3-second provisioning
+   * step finishes before its 15-minute deadline, and every intermediate event happens with its time.
+   */
   async advanceClock(tenant: Tenant, seconds: number): Promise<{ now: string; offset_seconds: number }> {
     const { db, clock, engine, partnerCache } = this.#deps;
-    const row = await db
-      .updateTable('partners')
-      .set({ test_clock_offset_ms: sql`test_clock_offset_ms + ${seconds * 1000}` })
-      .where('id', '=', tenant.partnerId)
-      .returning('test_clock_offset_ms')
-      .executeTakeFirstOrThrow();
-    partnerCache.invalidate(tenant.partnerId);
-    await engine.catchUp();
-    const offset = Number(row.test_clock_offset_ms);
-    return { now: new Date(modeNowMs(clock, offset, 'test')).toISOString(), offset_seconds: Math.floor(offset / 1000) };
+    const partner = { id: tenant.partnerId, mode: 'test' as const };
+    let offset = Number((await findPartner(db, tenant.partnerId))?.test_clock_offset_ms ?? 0);
+    const target = offset + seconds * 1000;
+    const modeNow = () => new Date(clock.nowMs() + offset);
+    const moveTo = async (next: number) => {
+      if (next <= offset) return;
+      offset = await advanceTestClock(db, tenant.partnerId, next - offset);
+      partnerCache.invalidate(tenant.partnerId);
+    };
+    for (let i = 0; i < 10_000; i++) {
+      await engine.drain(partner, modeNow);
+      const due = [await nextDueAt(db, partner), await nextScheduledDeletion(db, partner)].filter((at): at is Date => at !== undefined);
+      const next = Math.min(...due.map((at) => at.getTime()));
+      if (due.length === 0 || next > clock.nowMs() + target) break;
+      // Still due now: a look another pass took meanwhile; drain again before the clock moves on.
+      if (next - clock.nowMs() <= offset) continue;
+      await moveTo(next - clock.nowMs());
+    }
+    await moveTo(target);
+    await engine.drain(partner, modeNow);
+    return { now: modeNow().toISOString(), offset_seconds: Math.floor(offset / 1000) };
   }
 }

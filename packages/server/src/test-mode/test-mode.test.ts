@@ -53,10 +53,15 @@ for (const target of testDatabases()) {
       const testDone = await waitForOperation(server, p.test, 'clocked', testOp.operation.id);
       assert.equal(testDone.status, 'succeeded');
       assert.equal(testDone.finished_at, moved.now, 'test-mode timestamps follow the test clock');
-      const live = await partnerApi<{ data: { status: string } }>(server, 'GET', `/customers/clocked/operations/${liveOp.operation.id}`, {
-        token: p.live,
-      });
-      assert.equal(live.body.data.status, 'running', 'live mode follows the server clock');
+      const live = await partnerApi<{ data: { status: string; finished_at: string | null } }>(
+        server,
+        'GET',
+        `/customers/clocked/operations/${liveOp.operation.id}`,
+        {
+          token: p.live,
+        },
+      );
+      assert.equal(live.body.data.finished_at, null, 'live mode follows the server clock: still provisioning');
       assert.equal((await eventsOf(server, 'tester', 'test')).filter((e) => e.type === 'customer.ready').length, 1);
       assert.equal((await eventsOf(server, 'tester', 'live')).length, 0, 'test events never mix with live ones');
     });
@@ -157,6 +162,41 @@ for (const target of testDatabases()) {
         404,
         'NOT_FOUND',
       );
+    });
+
+    test('clock/advance processes what falls due in time order: 900 s after a create, provisioning has succeeded; a grace period and teardown each happen at their time, with their events', async () => {
+      const { customer, operation } = await createCustomer(server, p.test, 'ordered');
+      const createdAt = Date.parse(String(customer.created_at));
+      await advance(900);
+      const done = await waitForOperation(server, p.test, 'ordered', operation.id);
+      assert.equal(done.status, 'succeeded', 'the 3 s step happened before the 15-minute deadline was checked');
+      assert.equal(done.finished_at, new Date(createdAt + 3000).toISOString(), 'finished when the sandbox delay ended');
+
+      const scheduled = await partnerApi<{ data: { scheduled_deletion_at: string } }>(server, 'DELETE', '/customers/ordered?grace_days=1', {
+        token: p.test,
+      });
+      assert.equal(scheduled.status, 202, scheduled.text);
+      const graceEnds = Date.parse(scheduled.body.data.scheduled_deletion_at);
+      await advance(2 * 86_400);
+      await waitGone(server, p.test, '/customers/ordered');
+      const events = (await eventsOf(server, 'tester', 'test')).filter((e) => e.data.customer_id === 'ordered');
+      assert.deepEqual(
+        events.map((e) => [e.type, new Date(e.created_at).toISOString()]),
+        [
+          ['customer.ready', new Date(createdAt + 3000).toISOString()],
+          ['customer.deletion_scheduled', new Date(createdAt + 900_000).toISOString()],
+          // Teardown starts when the grace period ends and takes the sandbox's 60 s.
+          ['customer.deleted', new Date(graceEnds + 60_000).toISOString()],
+        ],
+      );
+      const ops = await partnerApi<{ data: { type: string; created_at: string; finished_at: string }[] }>(
+        server,
+        'GET',
+        '/customers/ordered/operations',
+        { token: p.test },
+      );
+      const teardown = ops.body.data.find((o) => o.type === 'customer.delete');
+      assert.equal(teardown?.created_at, new Date(graceEnds).toISOString(), 'the teardown opened when the grace period ended');
     });
   });
 

@@ -15,6 +15,9 @@ export const CustomerUsageQuery = Type.Object(UsageWindowQuery, { additionalProp
 export const UsageRecord = Type.Object(
   {
     customer_id: Type.String(),
+    deleted_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: 'When the customer was deleted, for a customer deleted within the window (usage until then); null otherwise.',
+    }),
     from: Type.String(),
     to: Type.String(),
     vcpu_hours: Type.Number(),

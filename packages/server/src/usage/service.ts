@@ -1,6 +1,7 @@
-import { findCustomer } from '../customers/store.ts';
-import type { Db } from '../infra/db/database.ts';
-import { notFound, validationError } from '../infra/errors/catalogue.ts';
+import type { Db } from '../app/database.ts';
+import { organizationRef } from '../customers/lifecycle.ts';
+import { findCustomer, type UsageSubjectRow, usageSubjects } from '../customers/store.ts';
+import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Platform, UsageTotals } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
@@ -28,37 +29,28 @@ export class UsageService {
     this.#platform = deps.platform;
   }
 
-  /** Every customer by id, a page at a time; usage is computed for the customers of the page only. */
+  /**
+   * Every customer by id, a page at a time, with the customers deleted within the window (a partner
+   * bills them: their usage until deletion, and `deleted_at`); usage is computed for the page only.
+   */
   async list(
     tenant: Tenant,
     query: { limit: number; cursor?: string | undefined; from?: string | undefined; to?: string | undefined },
   ): Promise<Page<UsageRecord>> {
     const window = usageWindow(tenant, query);
     const filters = { partner: tenant.partnerId, mode: tenant.mode, from: window.fromDay, to: window.toDay };
-    let select = this.#db
-      .selectFrom('customers')
-      .select(['id', 'created_at'])
-      .where('partner_id', '=', tenant.partnerId)
-      .where('mode', '=', tenant.mode)
-      .orderBy('id')
-      .limit(query.limit + 1);
+    let after: { id: string; createdAt: Date } | undefined;
     if (query.cursor !== undefined) {
-      const [last] = this.#cursors.decode(query.cursor, 'usage', filters);
-      select = select.where('id', '>', String(last));
+      const [id, createdAt] = this.#cursors.decode(query.cursor, 'usage', filters);
+      after = { id: String(id), createdAt: new Date(String(createdAt)) };
     }
-    const rows = await select.execute();
-    const page = rows.slice(0, query.limit);
-    const totals = await this.#platform.usage(
-      platformContext(this.#db, tenant),
-      page.map((r) => ({ customerId: r.id, since: r.created_at })),
-      window.from,
-      window.to,
-    );
+    const rows = await usageSubjects(this.#db, tenant, window, after, query.limit + 1);
+    const totals = await this.#measure(tenant, rows.slice(0, query.limit), window);
     return toPage(
       rows,
       query.limit,
-      (row) => toRecord(row.id, window, totals.get(row.id)),
-      (last) => this.#cursors.encode('usage', filters, [last.id]),
+      (row) => toRecord(row, window, totals.get(subjectKey(row))),
+      (last) => this.#cursors.encode('usage', filters, [last.id, last.created_at.toISOString()]),
     );
   }
 
@@ -66,15 +58,27 @@ export class UsageService {
     const window = usageWindow(tenant, query);
     const row = await findCustomer(this.#db, tenant, id);
     if (!row) throw notFound(`Customer ${id}`);
-    const totals = await this.#platform.usage(
-      platformContext(this.#db, tenant),
-      [{ customerId: id, since: row.created_at }],
-      window.from,
-      window.to,
-    );
-    return toRecord(id, window, totals.get(id));
+    const subject = { id: row.id, organization: row.organization, created_at: row.created_at, deleted_at: null };
+    const totals = await this.#measure(tenant, [subject], window);
+    return toRecord(subject, window, totals.get(subjectKey(subject)));
+  }
+
+  /** Asks the platform (no transaction open); a usage source that cannot be read now answers 503 UNAVAILABLE. */
+  async #measure(tenant: Tenant, rows: UsageSubjectRow[], window: Window): Promise<Map<string, UsageTotals>> {
+    // A customer id may stand for a deleted customer and a later one: the platform reports per subject.
+    const subjects = rows.map((row) => ({
+      ...organizationRef(row),
+      customerId: subjectKey(row),
+      since: row.created_at,
+      until: row.deleted_at,
+    }));
+    const totals = await this.#platform.usage(platformContext(tenant), subjects, window.from, window.to);
+    if (!totals) throw new ApiError('UNAVAILABLE', 'Usage cannot be read from the platform right now. Retry later.', { retryAfter: 30 });
+    return totals;
   }
 }
+
+const subjectKey = (row: Pick<UsageSubjectRow, 'id' | 'created_at'>) => `${row.id}@${row.created_at.toISOString()}`;
 
 /** The window of a usage query: UTC days, `to` exclusive, at most the partner's `max_usage_window_days`. */
 function usageWindow(tenant: Tenant, query: { from?: string | undefined; to?: string | undefined }): Window {
@@ -107,9 +111,10 @@ function usageWindow(tenant: Tenant, query: { from?: string | undefined; to?: st
 /** Hours to six decimals: exact for the sandbox's whole seconds, and stable to compare. */
 const round = (hours: number) => Math.round(hours * 1e6) / 1e6;
 
-function toRecord(customerId: string, window: Window, totals: UsageTotals | undefined): UsageRecord {
+function toRecord(row: UsageSubjectRow, window: Window, totals: UsageTotals | undefined): UsageRecord {
   return {
-    customer_id: customerId,
+    customer_id: row.id,
+    deleted_at: row.deleted_at ? row.deleted_at.toISOString() : null,
     from: window.fromDay,
     to: window.toDay,
     vcpu_hours: round(totals?.vcpu_hours ?? 0),

@@ -34,4 +34,17 @@ export const userMigrations: Record<string, Migration> = {
       await sql`alter table users add constraint users_uid_key unique (uid)`.execute(db);
     },
   },
+  '0025_users_per_customer': {
+    async up(db: Kysely<unknown>) {
+      // Each customer has its own identity realm: an email is unique within its customer, not across the platform.
+      await sql`alter table users drop constraint users_scope_email_key`.execute(db);
+      await sql`alter table users add constraint users_customer_email_key unique (customer_uid, email_key)`.execute(db);
+      // Where the user is on the platform: made there (ready), still being made, or being removed.
+      await sql`alter table users add column platform_state text not null default 'ready' check (platform_state in ('pending', 'ready', 'removing'))`.execute(
+        db,
+      );
+      await sql`alter table users add column platform_state_at timestamptz`.execute(db);
+      await sql`create index users_platform_pending_idx on users (platform_state_at) where platform_state <> 'ready'`.execute(db);
+    },
+  },
 };

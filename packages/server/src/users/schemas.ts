@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
-import type { UsersTable } from '../infra/db/schema.ts';
 import { Email, Username } from '../platform/names.ts';
+import type { UsersTable } from './tables.ts';
 
 /** CONTRACT §4, Users. */
 export const User = Type.Object(
@@ -18,7 +18,9 @@ export const User = Type.Object(
 );
 export type User = Static<typeof User>;
 
-export function toUser(row: UsersTable): User {
+export function toUser(
+  row: Pick<UsersTable, 'username' | 'email' | 'role' | 'is_owner' | 'first_name' | 'last_name' | 'required_actions' | 'created_at'>,
+): User {
   return {
     username: row.username,
     email: row.email,

@@ -1,17 +1,33 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from 'pino';
+import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
-import { lockCustomer } from '../customers/store.ts';
-import { type Db, uniqueViolation } from '../infra/db/database.ts';
+import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/store.ts';
+import type { Clock } from '../infra/clock.ts';
+import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
-import type { Platform } from '../platform/platform.ts';
+import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
-import { findUser, findUserByUid, insertUser, listUsers, removeUser, type UserRow } from './store.ts';
+import {
+  findOwner,
+  findUser,
+  findUserByUid,
+  insertUser,
+  listUsers,
+  removeUserByUid,
+  setUserPlatformState,
+  type UserRow,
+  usersToReconcile,
+} from './store.ts';
 
 export interface UserServiceDeps {
   db: Db;
+  clock: Clock;
+  logger: Logger;
   cursors: CursorCodec;
   platform: Platform;
   customers: CustomerService;
@@ -19,7 +35,35 @@ export interface UserServiceDeps {
   onUserRemoved: (trx: Db, userUid: string) => Promise<void>;
 }
 
-/** A customer's users (CONTRACT §4): created in the platform's identity provider at once (201). */
+/** How long a request waits for the identity provider to report a new user ready. */
+const CREATE_WAIT_MS = 10_000;
+/** A user left pending or removing this long by a request (a crash, an outage) is finished by the reconciler. */
+const RECONCILE_AFTER_MS = 60_000;
+
+/** A user as the platform names it. */
+export function userRef(customer: Pick<CustomerRow, 'id' | 'organization'>, username: string): UserRef {
+  return { customerId: customer.id, organization: customer.organization, username };
+}
+
+function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row: UserRow): UserSpec {
+  return {
+    ...userRef(customer, row.username),
+    email: row.email,
+    role: row.role,
+    isOwner: row.is_owner,
+    firstName: row.first_name,
+    lastName: row.last_name,
+  };
+}
+
+/**
+ * A customer's users (CONTRACT §4), kept in the platform's identity provider. A create records the
+ * user (claiming its name and email), asks the platform with no transaction open, and answers 201
+ * once the platform has it; if the platform cannot, the record is taken back and the answer is 503
+ * UNAVAILABLE, so a failed create leaves nothing. A delete hides the user at once and removes it
+ * from the platform after its transaction. What a killed process leaves half-done, the reconciler
+ * (a sweep of the operation engine) finishes a minute later.
+ */
 export class UserService {
   readonly #deps: UserServiceDeps;
 
@@ -28,17 +72,19 @@ export class UserService {
   }
 
   async create(tenant: Tenant, customerId: string, request: CreateUserRequest): Promise<User> {
-    const { db, platform } = this.#deps;
+    const { db, clock } = this.#deps;
+    let row: UserRow;
+    let customer: CustomerRow;
     try {
-      return await db.transaction().execute(async (trx) => {
-        const customer = await lockCustomer(trx, tenant, customerId);
-        if (!customer) throw notFound(`Customer ${customerId}`);
-        requireActiveCustomer(customer, 'add users');
-        if (await findUser(trx, customer.uid, request.username)) throw usernameTaken(customerId, request.username);
-        const row: UserRow = {
+      ({ row, customer } = await db.transaction().execute(async (trx) => {
+        const locked = await lockCustomer(trx, tenant, customerId);
+        if (!locked) throw notFound(`Customer ${customerId}`);
+        requireActiveCustomer(locked, 'add users', this.#deps.customers.retryAfterS);
+        if (await findUser(trx, locked.uid, request.username)) throw usernameTaken(customerId, request.username);
+        const user: UserRow = {
           uid: newId('user'),
-          customer_uid: customer.uid,
-          platform_scope: tenant.scope,
+          customer_uid: locked.uid,
+          platform_scope: locked.platform_scope,
           partner_id: tenant.partnerId,
           mode: tenant.mode,
           customer_id: customerId,
@@ -51,28 +97,36 @@ export class UserService {
           last_name: request.last_name ?? null,
           required_actions: [],
           created_at: tenant.now,
+          platform_state: 'pending',
+          platform_state_at: clock.now(),
         };
-        await insertUser(trx, row);
-        await platform.createUser(platformContext(trx, tenant), {
-          customerId,
-          username: row.username,
-          email: row.email,
-          role: row.role,
-          firstName: row.first_name,
-          lastName: row.last_name,
-        });
-        return toUser(row);
-      });
+        await insertUser(trx, user);
+        return { row: user, customer: locked };
+      }));
     } catch (error) {
       const constraint = uniqueViolation(error);
-      if (constraint === 'users_scope_email_key') {
-        throw new ApiError('ALREADY_EXISTS', `The email ${request.email} is already taken by another user.`, {
+      if (constraint === 'users_customer_email_key') {
+        throw new ApiError('ALREADY_EXISTS', `Customer ${customerId} already has a user with the email ${request.email}.`, {
           details: { field: 'email', value: request.email },
         });
       }
       if (constraint !== undefined) throw usernameTaken(customerId, request.username);
       throw error;
     }
+    const progress = await this.#ensure(platformContext(tenant), customer, row);
+    if (progress.state === 'done') {
+      await setUserPlatformState(db, row.uid, 'ready', clock.now());
+      return toUser(row);
+    }
+    // The platform did not take the user: take the record back, so the failed create leaves nothing.
+    await this.#undo(platformContext(tenant), customer, row);
+    const why =
+      progress.state === 'failed'
+        ? `${progress.code}: ${progress.message}`
+        : progress.state === 'unavailable'
+          ? progress.reason
+          : 'still in progress';
+    throw new ApiError('UNAVAILABLE', `The identity provider did not create ${request.username} (${why}). Retry later.`, { retryAfter: 5 });
   }
 
   /** A user by immutable identity (console sessions name it), whoever's it is. */
@@ -99,27 +153,94 @@ export class UserService {
 
   /** Removes a user; the owner admin cannot be removed (403 FORBIDDEN). */
   async delete(tenant: Tenant, customerId: string, username: string): Promise<{ username: string; deleted: true }> {
-    const { db, platform } = this.#deps;
-    return db.transaction().execute(async (trx) => {
-      const customer = await lockCustomer(trx, tenant, customerId);
-      if (!customer) throw notFound(`Customer ${customerId}`);
-      const user = await findUser(trx, customer.uid, username);
-      if (!user) throw notFound(`User ${username} of customer ${customerId}`);
-      if (user.is_owner) {
+    const { db, clock, platform } = this.#deps;
+    const { customer, user } = await db.transaction().execute(async (trx) => {
+      const locked = await lockCustomer(trx, tenant, customerId);
+      if (!locked) throw notFound(`Customer ${customerId}`);
+      const found = await findUser(trx, locked.uid, username);
+      if (!found) throw notFound(`User ${username} of customer ${customerId}`);
+      if (found.is_owner) {
         throw new ApiError('FORBIDDEN', `${username} is the owner admin of customer ${customerId} and cannot be deleted.`, {
           details: { customer_id: customerId, username, is_owner: true },
         });
       }
-      if (customer.status === 'deleting') {
+      if (locked.status === 'deleting') {
         throw new ApiError('CONFLICT', `Customer ${customerId} is being deleted; its users go with it.`, {
-          details: { customer_id: customerId, status: customer.status },
+          details: { customer_id: customerId, status: locked.status },
         });
       }
-      await removeUser(trx, customer.uid, username);
-      await this.#deps.onUserRemoved(trx, user.uid);
-      await platform.deleteUser(platformContext(trx, tenant), { customerId, username });
-      return { username, deleted: true as const };
+      // Gone for Tenantry at once: hidden from reads, console access ended; the platform follows.
+      await setUserPlatformState(trx, found.uid, 'removing', clock.now());
+      await this.#deps.onUserRemoved(trx, found.uid);
+      return { customer: locked, user: found };
     });
+    const progress = await platform.deleteUser(platformContext(tenant), userRef(customer, user.username)).catch(() => undefined);
+    if (progress?.state === 'done') await removeUserByUid(db, user.uid);
+    return { username, deleted: true as const };
+  }
+
+  /**
+   * The owner admin of a new customer on the platform (a step of `customer.create`, once its
+   * organization exists).
+   */
+  async ensureOwner(ctx: PlatformContext, customer: CustomerRow): Promise<Progress> {
+    const owner = await findOwner(this.#deps.db, customer.uid);
+    if (!owner) return { state: 'failed', code: 'PROVISIONING_FAILED', message: `Customer ${customer.id} has no owner.` };
+    return this.#deps.platform.ensureUser(ctx, userSpec(customer, owner));
+  }
+
+  /** The owner is on the platform (in the transaction that settles its customer's creation). */
+  async markOwnerReady(trx: Db, customerUid: string, at: Date): Promise<void> {
+    const owner = await findOwner(trx, customerUid);
+    if (owner && owner.platform_state !== 'ready') await setUserPlatformState(trx, owner.uid, 'ready', at);
+  }
+
+  /**
+   * The reconciler: a user a request left `pending` (it never answered 201) is taken back, and one
+   * left `removing` is removed from the platform, a minute after. Answers how many it settled.
+   */
+  readonly reconcile = async (): Promise<number> => {
+    const { db, clock, logger } = this.#deps;
+    const rows = await usersToReconcile(db, new Date(clock.nowMs() - RECONCILE_AFTER_MS), 50);
+    let settled = 0;
+    for (const row of rows) {
+      const customer = await findCustomerByUid(db, row.customer_uid);
+      if (!customer) {
+        await removeUserByUid(db, row.uid);
+        continue;
+      }
+      const ctx: PlatformContext = { partnerId: row.partner_id, mode: row.mode, now: clock.now() };
+      try {
+        if (await this.#undo(ctx, customer, row)) settled++;
+      } catch (err) {
+        logger.warn({ err, user: row.uid }, 'settling a half-made user failed; it will be tried again');
+        await setUserPlatformState(db, row.uid, row.platform_state, clock.now());
+      }
+    }
+    return settled;
+  };
+
+  /** Asks the platform for the user, waiting a little while it reports progress. */
+  async #ensure(ctx: PlatformContext, customer: CustomerRow, row: UserRow): Promise<Progress> {
+    const deadline = Date.now() + CREATE_WAIT_MS;
+    for (;;) {
+      const progress = await this.#deps.platform
+        .ensureUser(ctx, userSpec(customer, row))
+        .catch((err: unknown): Progress => ({ state: 'unavailable', reason: (err as Error).message }));
+      if (progress.state !== 'in_progress' || Date.now() >= deadline) return progress;
+      await sleep(Math.min(1_000, Math.max(10, progress.until.getTime() - ctx.now.getTime())));
+    }
+  }
+
+  /** Removes the user from the platform, then its record; true once both are gone. */
+  async #undo(ctx: PlatformContext, customer: CustomerRow, row: UserRow): Promise<boolean> {
+    const progress = await this.#deps.platform.deleteUser(ctx, userRef(customer, row.username)).catch(() => undefined);
+    if (progress?.state !== 'done') {
+      await setUserPlatformState(this.#deps.db, row.uid, 'removing', this.#deps.clock.now());
+      return false;
+    }
+    await removeUserByUid(this.#deps.db, row.uid);
+    return true;
   }
 }
 

@@ -1,9 +1,9 @@
 import type { Selectable } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { UsersTable } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
+import type { UserPlatformState, UsersTable } from './tables.ts';
 
 export type UserRow = Selectable<UsersTable>;
 
@@ -14,16 +14,46 @@ export async function insertUser(trx: Db, row: UserRow): Promise<void> {
   await trx.insertInto('users').values(row).execute();
 }
 
+/** A user of a customer by username (one being removed is already gone). */
 export async function findUser(db: Db, customerUid: string, username: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where('customer_uid', '=', customerUid).where('username', '=', username).executeTakeFirst();
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where('customer_uid', '=', customerUid)
+    .where('username', '=', username)
+    .where('platform_state', '<>', 'removing')
+    .executeTakeFirst();
+}
+
+/** The customer's owner admin. */
+export async function findOwner(db: Db, customerUid: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('customer_uid', '=', customerUid).where('is_owner', '=', true).executeTakeFirst();
+}
+
+/** Moves a user's platform state (pending → ready, * → removing). */
+export async function setUserPlatformState(db: Db, uid: string, state: UserPlatformState, at: Date): Promise<void> {
+  await db.updateTable('users').set({ platform_state: state, platform_state_at: at }).where('uid', '=', uid).execute();
+}
+
+/** Users a request left half-made or half-removed before `before` (not owners: their customer's operation settles them). */
+export async function usersToReconcile(db: Db, before: Date, limit: number): Promise<UserRow[]> {
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where('platform_state', '<>', 'ready')
+    .where('platform_state_at', '<', before)
+    .where('is_owner', '=', false)
+    .orderBy('platform_state_at')
+    .limit(limit)
+    .execute();
+}
+
+export async function removeUserByUid(db: Db, uid: string): Promise<void> {
+  await db.deleteFrom('users').where('uid', '=', uid).execute();
 }
 
 export async function findUserByUid(db: Db, uid: string): Promise<UserRow | undefined> {
   return db.selectFrom('users').selectAll().where('uid', '=', uid).executeTakeFirst();
-}
-
-export async function removeUser(trx: Db, customerUid: string, username: string): Promise<void> {
-  await trx.deleteFrom('users').where('customer_uid', '=', customerUid).where('username', '=', username).execute();
 }
 
 export async function setUserRequiredActions(
@@ -53,6 +83,7 @@ export async function listUsers(
     .selectFrom('users')
     .select('username')
     .where('customer_uid', '=', customerUid)
+    .where('platform_state', '<>', 'removing')
     .orderBy('username')
     .offset(USERS_LISTABLE - 1)
     .limit(1)
@@ -61,6 +92,7 @@ export async function listUsers(
     .selectFrom('users')
     .selectAll()
     .where('customer_uid', '=', customerUid)
+    .where('platform_state', '<>', 'removing')
     .orderBy('username')
     .limit(query.limit + 1);
   if (bound) select = select.where('username', '<=', bound.username);

@@ -1,9 +1,12 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
+import type { Db } from '../app/database.ts';
 import { serializeEventBody } from '../events/schemas.ts';
+import type { DeliveryState } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
-import type { DeliveryState, KeyMode } from '../infra/db/schema.ts';
+import type { KeyMode } from '../infra/mode.ts';
+import { Poller } from '../infra/poller.ts';
+import { DELIVERY_STATE } from './delivery-state.ts';
 import { filterMatches } from './event-filter.ts';
 import type { WebhookSecrets } from './secrets.ts';
 import type { AttemptResult, WebhookSender } from './sender.ts';
@@ -67,16 +70,18 @@ export class WebhookDispatcher {
   #outcomes: Outcome[] = [];
   #flushing: Promise<void> | undefined;
   #flushTimer: NodeJS.Timeout | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #pass: Promise<void> | undefined;
-  #again = false;
-  #stopped = true;
-  #pollMs = 100;
+  readonly #poller: Poller;
 
   constructor(deps: DispatcherDeps) {
     this.#deps = deps;
     this.#maxInFlight = deps.maxInFlight ?? 64;
     this.#perReceiver = deps.perReceiver ?? 16;
+    // A pass that filled every free slot may have left more waiting: run again at once.
+    this.#poller = new Poller(
+      'webhook dispatcher',
+      async () => (await this.runDue()) > 0 && this.#sending.size < this.#maxInFlight,
+      deps.logger,
+    );
   }
 
   async start(pollMs = 100): Promise<void> {
@@ -88,30 +93,17 @@ export class WebhookDispatcher {
         .where('delivery_lease_until', 'is not', null)
         .execute();
     }
-    this.#pollMs = pollMs;
-    this.#stopped = false;
-    this.kick();
+    this.#poller.start(pollMs);
   }
 
   /** Asks for a pass as soon as possible. */
   kick(): void {
-    if (this.#stopped) return;
-    if (this.#pass) {
-      this.#again = true;
-      return;
-    }
-    clearTimeout(this.#timer);
-    this.#pass = this.#loop().finally(() => {
-      this.#pass = undefined;
-      if (!this.#stopped) this.#timer = setTimeout(() => this.kick(), this.#pollMs);
-    });
+    this.#poller.kick();
   }
 
   /** Stops claiming, lets deliveries in flight finish (at most their timeout) and records them. */
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#pass;
+    await this.#poller.stop();
     await Promise.all(this.#sending);
     await this.flush();
   }
@@ -148,7 +140,12 @@ export class WebhookDispatcher {
       sends.push({ row, target, body });
     }
     if (unwanted.length > 0) {
-      await db.updateTable('events').set({ delivery_state: 'skipped', delivery_lease_until: null }).where('id', 'in', unwanted).execute();
+      await db
+        .updateTable('events')
+        .set({ delivery_state: DELIVERY_STATE.move('pending', 'skipped'), delivery_lease_until: null })
+        .where('id', 'in', unwanted)
+        .where('delivery_state', '=', 'pending')
+        .execute();
     }
     // The signature is stored before the first send, so a retry after a crash sends the same one.
     if (signatures.length > 0) {
@@ -165,6 +162,20 @@ export class WebhookDispatcher {
       this.#sending.add(sending);
     }
     return claimed.length;
+  }
+
+  /**
+   * Attempts everything due now and waits until every attempt in flight (the background loop's
+   * included) has its outcome recorded. Tests drive the dispatcher with it, so that "nothing was sent"
+   * is proven by a pass that ran, not by a pause.
+   */
+  async drain(): Promise<void> {
+    for (let i = 0; i < 1_000; i++) {
+      const claimed = await this.runDue();
+      await Promise.all(this.#sending);
+      await this.flush();
+      if (claimed === 0 && this.#sending.size === 0) return;
+    }
   }
 
   /** Writes the outcomes collected so far (one transaction for all of them). */
@@ -200,7 +211,7 @@ export class WebhookDispatcher {
     const now = clock.now();
     const attempt = row.delivery_attempts + 1;
     const again = !result.delivered && result.retry && attempt < MAX_ATTEMPTS;
-    const state: DeliveryState = result.delivered ? 'delivered' : again ? 'pending' : 'failed';
+    const state = DELIVERY_STATE.move('pending', result.delivered ? 'delivered' : again ? 'pending' : 'failed');
     const delay = RETRY_DELAYS_MS[attempt - 1] ?? 0;
     this.#outcomes.push({
       row,
@@ -241,18 +252,6 @@ export class WebhookDispatcher {
         outcomes.map((o) => o.attempt),
       );
     });
-  }
-
-  async #loop(): Promise<void> {
-    do {
-      this.#again = false;
-      try {
-        await this.runDue();
-      } catch (err) {
-        this.#deps.logger.warn({ err }, 'webhook dispatcher pass failed');
-        return;
-      }
-    } while (this.#again && !this.#stopped);
   }
 }
 

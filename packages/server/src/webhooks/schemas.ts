@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
-import type { WebhookAttemptsTable, WebhooksTable } from '../infra/db/schema.ts';
 import { WEBHOOK_URL_MAX_LENGTH } from './destination.ts';
+import type { WebhookAttemptsTable, WebhooksTable } from './tables.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
 

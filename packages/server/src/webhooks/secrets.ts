@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Db } from '../infra/db/database.ts';
-import type { KeyMode } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { isSealed, type SecretBox } from '../infra/secrets/secret-box.ts';
 
 /**

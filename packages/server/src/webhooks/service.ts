@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
+import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
 import { newId } from '../infra/ids.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import { requestTenant, type Tenant } from '../platform/tenant.ts';
+import { DELIVERY_STATE } from './delivery-state.ts';
 import type { DestinationGuard } from './destination.ts';
 import { urlShapeProblem } from './destination.ts';
 import { NAMEABLE_EVENTS, unknownFilterEntries } from './event-filter.ts';
@@ -135,7 +136,7 @@ export class WebhookService {
       if (removed.numDeletedRows === 0n) throw notFound('A webhook configuration');
       await trx
         .updateTable('events')
-        .set({ delivery_state: 'skipped', delivery_lease_until: null })
+        .set({ delivery_state: DELIVERY_STATE.move('pending', 'skipped'), delivery_lease_until: null })
         .where('partner_id', '=', tenant.partnerId)
         .where('mode', '=', tenant.mode)
         .where('delivery_state', '=', 'pending')

@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
-import type { Db } from '../infra/db/database.ts';
-import type { DeliveryState, KeyMode, WebhookAttemptsTable, WebhooksTable } from '../infra/db/schema.ts';
+import type { Db } from '../app/database.ts';
+import type { DeliveryState } from '../events/tables.ts';
+import type { KeyMode } from '../infra/mode.ts';
+import type { WebhookAttemptsTable, WebhooksTable } from './tables.ts';
 
 /** partner-api.md, Limits: the delivery log keeps the 50 most recent attempts. */
 export const DELIVERY_LOG_SIZE = 50;

@@ -468,7 +468,7 @@ for (const target of testDatabases()) {
         for (const delayMs of [1_000, 2_000, 8_000, 60_000]) {
           const before = attemptsOf().length;
           server.clock.advance(delayMs - 50);
-          await sleep(150);
+          await server.services.dispatcher.drain();
           assert.equal(attemptsOf().length, before, `no attempt before ${delayMs} ms`);
           server.clock.advance(50);
           await eventually(
@@ -479,7 +479,7 @@ for (const target of testDatabases()) {
         }
         // Nothing after the fifth.
         server.clock.advance(3_600_000);
-        await sleep(150);
+        await server.services.dispatcher.drain();
         await refreshTokens(server, lab);
         const attempts = attemptsOf();
         assert.equal(attempts.length, 5, '5 attempts in total');
@@ -529,7 +529,7 @@ for (const target of testDatabases()) {
         await received((d) => d.path === '/codes' && d.body.event === 'customer.resumed', 2);
         await settled();
         server.clock.advance(120_000);
-        await sleep(150);
+        await server.services.dispatcher.drain();
         assert.equal(receiver.of('customer.deletion_scheduled').filter((d) => d.path === '/codes').length, 1, '410 is not retried');
         assert.equal(receiver.deliveries.filter((d) => d.path === '/redirected').length, 0, 'redirects are not followed');
         const log = (await deliveries(lab.live, '?limit=200')).data;
@@ -567,7 +567,7 @@ for (const target of testDatabases()) {
         );
         assert.match(log[0]?.error ?? '', /^host rebind\.example does not resolve to a public address/);
         server.clock.advance(120_000);
-        await sleep(150);
+        await server.services.dispatcher.drain();
         assert.equal((await deliveries(plain.live)).data.filter((r) => r.event === 'customer.ready').length, 1, 'a refusal is not retried');
         assert.equal(receiver.deliveries.length, before, 'nothing reached the loopback receiver');
         await api(plain.live, 'DELETE', '/webhook');
@@ -631,7 +631,7 @@ for (const target of testDatabases()) {
         const failed = await api<{ data: { delivered: boolean; attempts: number; status: number } }>(lab.live, 'POST', '/webhook/test');
         assert.deepEqual([failed.body.data.delivered, failed.body.data.attempts, failed.body.data.status], [false, 1, 500]);
         server.clock.advance(120_000);
-        await sleep(100);
+        await server.services.dispatcher.drain();
         assert.equal(receiver.deliveries.filter((d) => d.body.event === 'ping' && d.path === '/ping').length, 2, 'a ping is never retried');
         assertError(await api(plain.live, 'POST', '/webhook/test'), 400, 'NOT_CONFIGURED');
       });
@@ -719,7 +719,7 @@ for (const target of testDatabases()) {
         await settled();
         await api(lab.live, 'DELETE', '/webhook');
         server.clock.advance(120_000);
-        await sleep(150);
+        await server.services.dispatcher.drain();
         assert.equal(receiver.deliveries.filter((d) => d.body.id === first?.body.id).length, 1);
         const row = await server.database.db
           .selectFrom('events')
@@ -770,5 +770,3 @@ for (const target of testDatabases()) {
     });
   });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -3,12 +3,10 @@ import pg from 'pg';
 import { ensurePrivateDir, makeOwnerOnly } from '../data-dir.ts';
 import { acquireEmbeddedLock } from './embedded-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
-import type { Database } from './schema.ts';
+import { trackTransactions } from './transactions.ts';
 
-export type Db = Kysely<Database>;
-
-export interface DatabaseHandle {
-  db: Db;
+export interface DatabaseHandle<DB = unknown> {
+  db: Kysely<DB>;
   /** true for the embedded PGlite database: one process owns it. */
   embedded: boolean;
   /**
@@ -26,10 +24,11 @@ export type DatabaseTarget = { kind: 'embedded'; dataDir: string | undefined } |
 // int8 (counts) as numbers in both drivers; PGlite already does this.
 pg.types.setTypeParser(20, (value) => Number(value));
 
-export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
+/** Opens the database. The schema type is the composition root's (app/database.ts): infra knows no module's tables. */
+export async function openDatabase<DB>(target: DatabaseTarget): Promise<DatabaseHandle<DB>> {
   if (target.kind === 'embedded') {
     const { dataDir } = target;
-    if (dataDir === undefined) return embedded(await PGlitePool.open(undefined), undefined, () => {});
+    if (dataDir === undefined) return embedded<DB>(await PGlitePool.open(undefined), undefined, () => {});
     // Before anything touches the files: one process per embedded database.
     const lock = await acquireEmbeddedLock(dataDir);
     // Files PostgreSQL creates while running (new relations, WAL segments, caches) follow the
@@ -38,7 +37,7 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
     try {
       ensurePrivateDir(dataDir);
       const pool = await PGlitePool.open(dataDir);
-      const handle = embedded(pool, dataDir, () => lock.release());
+      const handle = embedded<DB>(pool, dataDir, () => lock.release());
       handle.secureFiles();
       return handle;
     } catch (error) {
@@ -58,13 +57,13 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
   // work holds such clients) fails its next query instead ('error' on the client).
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }));
   return { db, embedded: false, secureFiles: () => {}, close: () => db.destroy() };
 }
 
-function embedded(pool: PGlitePool, dataDir: string | undefined, afterClose: () => void): DatabaseHandle {
+function embedded<DB>(pool: PGlitePool, dataDir: string | undefined, afterClose: () => void): DatabaseHandle<DB> {
   // biome-ignore lint/suspicious/noExplicitAny: PGlitePool implements the subset of pg.Pool Kysely calls.
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: pool as any }) });
+  const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool: pool as any }) }));
   const secureFiles = () => {
     if (dataDir !== undefined) makeOwnerOnly(dataDir);
   };

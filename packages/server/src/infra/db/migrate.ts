@@ -1,47 +1,12 @@
-import { type Migration, type MigrationProvider, Migrator } from 'kysely';
-import { auditMigrations } from '../../audit/migrations.ts';
-import { authMigrations } from '../../auth/migrations.ts';
-import { capacityMigrations } from '../../capacity/migrations.ts';
-import { consoleMigrations } from '../../console/migrations.ts';
-import { customerMigrations } from '../../customers/migrations.ts';
-import { eventMigrations } from '../../events/migrations.ts';
-import { operationMigrations } from '../../operations/migrations.ts';
-import { partnerMigrations } from '../../partners/migrations.ts';
-import { sandboxMigrations } from '../../platform/sandbox/migrations.ts';
-import { projectMigrations } from '../../projects/migrations.ts';
-import { userMigrations } from '../../users/migrations.ts';
-import { webhookMigrations } from '../../webhooks/migrations.ts';
-import { idempotencyMigrations } from '../idempotency/migrations.ts';
-import { rateLimitMigrations } from '../rate-limit/migrations.ts';
-import { secretMigrations } from '../secrets/migrations.ts';
-import type { Db } from './database.ts';
+import { type Kysely, type Migration, type MigrationProvider, Migrator } from 'kysely';
 
 /**
- * Every module's migrations, keyed by a name that sorts in the order they must
- * run (`NNNN_module_what`). Kysely applies them in one transaction under a
- * PostgreSQL advisory lock, so processes starting together do not race.
+ * Applies the migrations it is given (the composition root lists every module's), in the order
+ * of their names, in one transaction under a PostgreSQL advisory lock, so processes starting
+ * together do not race.
  */
-const allMigrations: Record<string, Migration> = {
-  ...secretMigrations,
-  ...partnerMigrations,
-  ...authMigrations,
-  ...auditMigrations,
-  ...idempotencyMigrations,
-  ...rateLimitMigrations,
-  ...customerMigrations,
-  ...projectMigrations,
-  ...userMigrations,
-  ...operationMigrations,
-  ...eventMigrations,
-  ...sandboxMigrations,
-  ...consoleMigrations,
-  ...webhookMigrations,
-  ...capacityMigrations,
-};
-
-const provider: MigrationProvider = { getMigrations: async () => allMigrations };
-
-export async function migrateToLatest(db: Db): Promise<string[]> {
+export async function migrateToLatest<DB>(db: Kysely<DB>, migrations: Record<string, Migration>): Promise<string[]> {
+  const provider: MigrationProvider = { getMigrations: async () => migrations };
   const migrator = new Migrator({
     db,
     provider,

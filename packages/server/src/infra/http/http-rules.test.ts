@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { assertError, fieldErrors, http, operatorApi, PARTNER_API, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { fixtureRoutes } from '../../../test/fixtures.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
+import { eventually } from '../../../test/provisioning.ts';
 import { securitySuite } from '../../../test/security-suite.ts';
 
 for (const target of testDatabases()) {
@@ -151,18 +154,47 @@ for (const target of testDatabases()) {
       }
     });
 
-    test('draining: a request in flight when the server closes completes; new requests are refused', async () => {
+    test('draining: the request in flight completes with Connection: close; an idle keep-alive connection is closed; new connections are refused', async () => {
       const fixtures = fixtureRoutes();
       const other = await startTestServer(target, { partnerRoutes: [fixtures.routes] });
       const partner = await partnerWithToken(other, 'drain');
-      const inFlight = partnerApi(other, 'POST', '/test-fixtures/slow', { token: partner.token });
+      const port = Number(new URL(other.partnerUrl).port);
+      const auth = `Authorization: Bearer ${partner.token}\r\nHost: x\r\n`;
+      const talk = () => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        socket.on('data', (chunk: Buffer) => {
+          text += chunk.toString('utf8');
+        });
+        // A connection the server closes under us is an outcome here, not a failure.
+        socket.on('error', () => {});
+        return { socket, ended: once(socket, 'close').then(() => text) };
+      };
+      // A keep-alive client with nothing in flight: a load balancer's pooled connection.
+      const idle = talk();
+      idle.socket.write(`GET /api/public/v1/auth/whoami HTTP/1.1\r\n${auth}\r\n`);
+      await eventually(
+        async () => idle.socket.bytesRead,
+        (read) => read > 0,
+      );
+      const slow = talk();
+      slow.socket.write(`POST /api/public/v1/test-fixtures/slow HTTP/1.1\r\n${auth}Content-Length: 0\r\n\r\n`);
       await fixtures.control.slowStarted;
       const closed = other.close();
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      await assert.rejects(fetch(`${other.partnerUrl}/healthz`), 'the listener no longer accepts connections');
+      await eventually(
+        () =>
+          fetch(`${other.partnerUrl}/healthz`).then(
+            () => 'open',
+            () => 'refused',
+          ),
+        (state) => state === 'refused',
+      );
+      const idleAnswers = await idle.ended;
+      assert.equal(idleAnswers.split('HTTP/1.1 ').length - 1, 1, 'the idle connection is closed, not held open until its timeout');
       fixtures.control.releaseSlow();
-      const result = await inFlight;
-      assert.equal(result.status, 200, result.text);
+      const completed = await slow.ended;
+      assert.match(completed, /^HTTP\/1\.1 200 /, 'the request in flight completes');
+      assert.match(completed, /\r\nconnection: close\r\n/i, 'and tells its client to go elsewhere');
       await closed;
       await other.stop();
     });

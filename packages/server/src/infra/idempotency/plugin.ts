@@ -1,10 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Kysely } from 'kysely';
 import type { Clock } from '../clock.ts';
-import type { Db } from '../db/database.ts';
 import { ApiError, ERROR_CATALOGUE, type ErrorCode, validationError } from '../errors/catalogue.ts';
 import { claimKey, completeKey, type IdempotencyScope, releaseKey } from './store.ts';
+import type { IdempotencyTables } from './tables.ts';
+
+/** This module's own tables: infrastructure knows no domain module's. */
+type Db = Kysely<IdempotencyTables>;
 
 declare module 'fastify' {
   interface FastifyRequest {

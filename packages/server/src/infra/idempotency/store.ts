@@ -1,5 +1,9 @@
-import type { Db } from '../db/database.ts';
-import type { KeyMode } from '../db/schema.ts';
+import type { Kysely } from 'kysely';
+import type { KeyMode } from '../mode.ts';
+import type { IdempotencyTables } from './tables.ts';
+
+/** This module's own tables: infrastructure knows no domain module's. */
+type Db = Kysely<IdempotencyTables>;
 
 /** partner-api.md: keys are kept 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;

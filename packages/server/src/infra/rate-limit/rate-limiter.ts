@@ -1,7 +1,10 @@
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Clock } from '../clock.ts';
-import type { Db } from '../db/database.ts';
 import { type BucketPolicy, describe, intervalMs, type RateDecision, step, toleranceMs } from './gcra.ts';
+import type { RateLimitTables } from './tables.ts';
+
+/** This module's own tables: infrastructure knows no domain module's. */
+type Db = Kysely<RateLimitTables>;
 
 /**
  * Token buckets that hold for the whole deployment. On PostgreSQL several

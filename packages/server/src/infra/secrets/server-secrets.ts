@@ -1,7 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
 import { ConfigError } from '../../config/config.ts';
-import type { Db } from '../db/database.ts';
 import { isSealed, type SecretBox, SecretKeyError } from './secret-box.ts';
+import type { SecretTables } from './tables.ts';
+
+/** This module's own tables: infrastructure knows no domain module's. */
+type Db = Kysely<SecretTables>;
 
 /**
  * Secrets every process of one deployment must share (token signing, cursor

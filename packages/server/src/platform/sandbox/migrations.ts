@@ -69,4 +69,13 @@ export const sandboxMigrations: Record<string, Migration> = {
       await sql`create index sandbox_usage_customer_idx on sandbox_usage (platform_scope, customer_id, started_at)`.execute(db);
     },
   },
+  '0021_sandbox_by_organization': {
+    async up(db: Kysely<unknown>) {
+      // The sandbox names what it holds as the platform does: by organization (`<prefix>-<customer id>`
+      // for new customers; the customer id for those made before prefixes, which is their organization).
+      for (const table of ['sandbox_objects', 'sandbox_workloads', 'sandbox_usage']) {
+        await sql`alter table ${sql.table(table)} rename column customer_id to organization`.execute(db);
+      }
+    },
+  },
 };

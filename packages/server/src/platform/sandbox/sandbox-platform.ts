@@ -1,21 +1,36 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import ipaddr from 'ipaddr.js';
-import { sql } from 'kysely';
-import type { SandboxObjectKind } from '../../infra/db/schema.ts';
+import { type Kysely, sql } from 'kysely';
+import { failureMessage, isFailureCode } from '../failures.ts';
 import {
+  type AddressRange,
+  type ConsoleLoginGrant,
   NO_WORKLOADS,
+  type OrganizationRef,
+  type OrganizationSpec,
   type Platform,
   type PlatformContext,
-  type PlatformUser,
   type Progress,
+  type ProjectRef,
+  type ProjectSpec,
+  type QuotaSpec,
+  type UsageSubject,
   type UsageTotals,
+  type UserRef,
+  type UserSpec,
   type Workloads,
 } from '../platform.ts';
+import type { SandboxObjectKind, SandboxScope, SandboxTables } from './tables.ts';
 
 export interface SandboxOptions {
+  /** The sandbox's own access to the database (its tables, its transactions: never a caller's). */
+  db: Kysely<SandboxTables>;
   /** The customer's provisioning time (TENANTRY_SANDBOX_DELAY_MS); a project takes two thirds, teardown twenty times. */
   delayMs: number;
   /** Workload address ranges (/24) each partner has per mode; exhausting them gives NO_ADDRESS_SPACE. */
-  addressRanges?: number;
+  addressRanges?: number | undefined;
+  /** Simulated network latency of every call, in real time (TENANTRY_SANDBOX_CALL_MS). */
+  callMs?: number | undefined;
 }
 
 /** Each partner's pool per mode: 10.0.0.0/14 cut into /24 ranges (1,024). */
@@ -24,11 +39,11 @@ const POOL_BASE = ipaddr.IPv4.parse('10.0.0.0').toByteArray();
 /** A provisioning step that never finishes (an injected PROVISIONING_TIMEOUT): the engine times it out. */
 const NEVER = new Date('9999-12-31T00:00:00Z');
 
-/** A test-mode failure injected through `POST /test-helpers/failures`. */
 /** What one simulated VM and one simulated database hold while they run (usage accrues from them). */
 export const VM_SIZE = { vcpu: 2, memory_gib: 4, storage_gib: 20 } as const;
 export const DATABASE_SIZE = { vcpu: 1, memory_gib: 2, storage_gib: 10 } as const;
 
+/** A test-mode failure injected through `POST /test-helpers/failures`. */
 export interface FailureInjection {
   type: 'customer.create' | 'project.create' | 'gpu_usage';
   code: string | null;
@@ -46,233 +61,297 @@ interface ObjectRow {
   attrs: unknown;
 }
 
+/** Where the sandbox keeps a caller's names: one live platform for everyone, a sandbox of its own for each partner's test mode. */
+const scopeOf = (ctx: PlatformContext): SandboxScope => (ctx.mode === 'live' ? 'live' : `test:${ctx.partnerId}`);
+
 /**
- * The simulated platform of CONTRACT §8, kept in the same database: its
- * organizations, projects and users (`sandbox_objects`), address ranges,
- * workloads and injected failures. Objects take realistic time to become
- * ready or gone, measured on the caller's mode clock, so grace periods,
- * teardown and timeouts follow a test clock that is advanced.
+ * The simulated platform of CONTRACT §8, kept in tables of its own: its organizations, projects
+ * and users (`sandbox_objects`), address ranges, workloads, usage and injected failures. Objects
+ * take realistic time to become ready or gone, measured on the caller's mode clock, so grace
+ * periods, teardown and timeouts follow a test clock that is advanced. It writes through its own
+ * short transactions, like a remote platform would keep its own state: never the caller's.
  */
 export class SandboxPlatform implements Platform {
   readonly name = 'sandbox' as const;
+  readonly #db: Kysely<SandboxTables>;
   readonly #customerMs: number;
   readonly #projectMs: number;
   readonly #teardownMs: number;
   readonly #ranges: number;
+  readonly #callMs: number;
 
   constructor(options: SandboxOptions) {
+    this.#db = options.db;
     this.#customerMs = options.delayMs;
     this.#projectMs = Math.round((options.delayMs * 2) / 3);
     this.#teardownMs = options.delayMs * 20;
     this.#ranges = options.addressRanges ?? DEFAULT_ADDRESS_RANGES;
+    this.#callMs = options.callMs ?? 0;
   }
 
-  async createOrganization(ctx: PlatformContext, org: { customerId: string; displayName: string | null }): Promise<Progress> {
+  async ensureOrganization(ctx: PlatformContext, org: OrganizationSpec): Promise<Progress> {
+    await this.#latency(ctx);
+    const existing = await this.#object(ctx, 'organization', org.organization);
+    // What is left of a torn-down organization of this name does not stand in a new one's way.
+    if (existing?.gone_at && existing.gone_at <= ctx.now) await this.#forget(ctx, org.organization);
     const row =
-      (await this.#object(ctx, 'organization', org.customerId)) ??
-      (await this.#insertObject(ctx, 'organization', org.customerId, org.customerId, this.#customerMs, 'customer.create', {
+      (existing?.gone_at && existing.gone_at <= ctx.now ? undefined : existing) ??
+      (await this.#insertObject(ctx, 'organization', org.organization, org.organization, this.#customerMs, 'customer.create', {
         display_name: org.displayName,
+        plan_id: org.planId,
       }));
     return progressOf(row, ctx.now);
   }
 
-  async deleteOrganization(ctx: PlatformContext, customerId: string): Promise<Progress> {
+  async deleteOrganization(ctx: PlatformContext, org: OrganizationRef): Promise<Progress> {
+    await this.#latency(ctx);
     // Teardown takes its time even for an organization whose creation had not started yet.
-    const org = (await this.#object(ctx, 'organization', customerId)) ?? (await this.#tombstone(ctx, customerId));
-    const goneAt = org.gone_at ?? (await this.#markGone(ctx, 'organization', customerId, this.#teardownMs));
+    const row = (await this.#object(ctx, 'organization', org.organization)) ?? (await this.#tombstone(ctx, org.organization));
+    const goneAt = row.gone_at ?? (await this.#markGone(ctx, 'organization', org.organization, this.#teardownMs));
     if (goneAt > ctx.now) return { state: 'in_progress', until: goneAt };
-    const { db, scope, partnerId, mode } = ctx;
-    await db
-      .deleteFrom('sandbox_address_ranges')
-      .where('partner_id', '=', partnerId)
-      .where('mode', '=', mode)
-      .where('namespace', 'in', (q) =>
-        q
-          .selectFrom('sandbox_objects')
-          .select('name')
-          .where('platform_scope', '=', scope)
-          .where('kind', '=', 'project')
-          .where('customer_id', '=', customerId),
-      )
-      .execute();
-    await db.deleteFrom('sandbox_objects').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
-    await db.deleteFrom('sandbox_workloads').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
-    await this.#accrue(ctx, customerId, NO_WORKLOADS);
+    const scope = scopeOf(ctx);
+    await this.#db.transaction().execute(async (trx) => {
+      await trx
+        .deleteFrom('sandbox_address_ranges')
+        .where('partner_id', '=', ctx.partnerId)
+        .where('mode', '=', ctx.mode)
+        .where('namespace', 'in', (q) =>
+          q
+            .selectFrom('sandbox_objects')
+            .select('name')
+            .where('platform_scope', '=', scope)
+            .where('kind', '=', 'project')
+            .where('organization', '=', org.organization),
+        )
+        .execute();
+      // Everything in it goes; the organization itself stays as a tombstone, so a repeated teardown is done.
+      await trx
+        .deleteFrom('sandbox_objects')
+        .where('platform_scope', '=', scope)
+        .where('organization', '=', org.organization)
+        .where('kind', '<>', 'organization')
+        .execute();
+      await trx.deleteFrom('sandbox_workloads').where('platform_scope', '=', scope).where('organization', '=', org.organization).execute();
+      await accrue(trx, ctx, org.organization, NO_WORKLOADS);
+    });
     return { state: 'done' };
   }
 
-  async allocateAddressRange(ctx: PlatformContext, namespace: string): Promise<string | undefined> {
-    const { db, partnerId, mode } = ctx;
-    // One allocator per partner and mode at a time (the lock ends with the caller's transaction).
-    await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-ranges:${partnerId}:${mode}`}))`.execute(db);
-    // The namespace's range if it has one, and the highest range taken, in one read.
-    const top = await sql<{ mine: string | null; max: number | null }>`
-      select max(case when namespace = ${namespace} then cidr end) as mine, max(idx) as max
-      from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode}`.execute(db);
-    const found = top.rows[0];
-    if (found?.mine) return found.mine;
-    let idx: number | undefined = found?.max == null ? 0 : Number(found.max) + 1;
-    if (idx >= this.#ranges) {
-      // The top is taken: look for a range released below it.
-      const gap = await sql<{ i: number }>`
-        select s.i from generate_series(0, ${this.#ranges - 1}) as s(i)
-        where not exists (select 1 from sandbox_address_ranges r where r.partner_id = ${partnerId} and r.mode = ${mode} and r.idx = s.i)
-        order by s.i limit 1`.execute(db);
-      idx = gap.rows[0]?.i;
-    }
-    if (idx === undefined) return undefined;
-    const cidr = rangeCidr(idx);
-    await db.insertInto('sandbox_address_ranges').values({ partner_id: partnerId, mode, idx, cidr, namespace }).execute();
-    return cidr;
+  async reserveAddressRange(ctx: PlatformContext, project: ProjectRef): Promise<AddressRange> {
+    await this.#latency(ctx);
+    const { partnerId, mode } = ctx;
+    const cidr = await this.#db.transaction().execute(async (trx) => {
+      // One allocator per partner and mode at a time (the lock ends with this transaction).
+      await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-ranges:${partnerId}:${mode}`}))`.execute(trx);
+      // The namespace's range if it has one, and the highest range taken, in one read.
+      const top = await sql<{ mine: string | null; max: number | null }>`
+        select max(case when namespace = ${project.namespace} then cidr end) as mine, max(idx) as max
+        from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode}`.execute(trx);
+      const found = top.rows[0];
+      if (found?.mine) return found.mine;
+      let idx: number | undefined = found?.max == null ? 0 : Number(found.max) + 1;
+      if (idx >= this.#ranges) {
+        // The top is taken: look for a range released below it.
+        const gap = await sql<{ i: number }>`
+          select s.i from generate_series(0, ${this.#ranges - 1}) as s(i)
+          where not exists (select 1 from sandbox_address_ranges r where r.partner_id = ${partnerId} and r.mode = ${mode} and r.idx = s.i)
+          order by s.i limit 1`.execute(trx);
+        idx = gap.rows[0]?.i;
+      }
+      if (idx === undefined) return undefined;
+      const range = rangeCidr(idx);
+      await trx
+        .insertInto('sandbox_address_ranges')
+        .values({ partner_id: partnerId, mode, idx, cidr: range, namespace: project.namespace })
+        .execute();
+      return range;
+    });
+    if (!cidr) return { state: 'failed', code: 'NO_ADDRESS_SPACE', message: failureMessage('NO_ADDRESS_SPACE') };
+    return { state: 'done', cidr };
   }
 
-  async createProject(
-    ctx: PlatformContext,
-    project: { customerId: string; name: string; namespace: string; cidr: string },
-  ): Promise<Progress> {
+  async ensureProject(ctx: PlatformContext, project: ProjectSpec): Promise<Progress> {
+    await this.#latency(ctx);
     const row =
       (await this.#object(ctx, 'project', project.namespace)) ??
-      (await this.#insertObject(ctx, 'project', project.namespace, project.customerId, this.#projectMs, 'project.create', {
-        project: project.name,
+      (await this.#insertObject(ctx, 'project', project.namespace, project.organization, this.#projectMs, 'project.create', {
+        project: project.project,
         cidr: project.cidr,
       }));
     return progressOf(row, ctx.now);
   }
 
-  async deleteProject(ctx: PlatformContext, project: { customerId: string; namespace: string }): Promise<Progress> {
+  async deleteProject(ctx: PlatformContext, project: ProjectRef): Promise<Progress> {
+    await this.#latency(ctx);
     const row = await this.#object(ctx, 'project', project.namespace);
     if (row) {
       const goneAt = row.gone_at ?? (await this.#markGone(ctx, 'project', project.namespace, this.#projectMs));
       if (goneAt > ctx.now) return { state: 'in_progress', until: goneAt };
     }
-    const { db, scope, partnerId, mode } = ctx;
-    await db
-      .deleteFrom('sandbox_address_ranges')
-      .where('partner_id', '=', partnerId)
-      .where('mode', '=', mode)
-      .where('namespace', '=', project.namespace)
-      .execute();
-    await db
-      .deleteFrom('sandbox_objects')
-      .where('platform_scope', '=', scope)
-      .where('kind', '=', 'project')
-      .where('name', '=', project.namespace)
-      .execute();
+    await this.#db.transaction().execute(async (trx) => {
+      await trx
+        .deleteFrom('sandbox_address_ranges')
+        .where('partner_id', '=', ctx.partnerId)
+        .where('mode', '=', ctx.mode)
+        .where('namespace', '=', project.namespace)
+        .execute();
+      await trx
+        .deleteFrom('sandbox_objects')
+        .where('platform_scope', '=', scopeOf(ctx))
+        .where('kind', '=', 'project')
+        .where('name', '=', project.namespace)
+        .execute();
+    });
     return { state: 'done' };
   }
 
-  async createUser(ctx: PlatformContext, user: PlatformUser): Promise<void> {
-    await ctx.db
+  async ensureUser(ctx: PlatformContext, user: UserSpec): Promise<Progress> {
+    await this.#latency(ctx);
+    // A user lives in the organization's realm: none before the organization is ready.
+    const org = await this.#object(ctx, 'organization', user.organization);
+    if (!org || org.gone_at)
+      return { state: 'failed', code: 'UPSTREAM_NOT_FOUND', message: `Organization ${user.organization} does not exist.` };
+    if (org.ready_at > ctx.now) return { state: 'in_progress', until: org.ready_at };
+    await this.#db
       .insertInto('sandbox_objects')
       .values({
-        platform_scope: ctx.scope,
+        platform_scope: scopeOf(ctx),
         kind: 'user',
-        name: `${user.customerId}/${user.username}`,
-        customer_id: user.customerId,
+        name: userName(user),
+        organization: user.organization,
         ready_at: ctx.now,
         failure_code: null,
         failure_message: null,
         gone_at: null,
-        attrs: JSON.stringify({ email: user.email, role: user.role, required_actions: [] }),
+        attrs: JSON.stringify({ email: user.email, role: user.role, owner: user.isOwner, required_actions: [] }),
       })
       .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
       .execute();
+    return { state: 'done' };
   }
 
-  async deleteUser(ctx: PlatformContext, user: { customerId: string; username: string }): Promise<void> {
-    await ctx.db
+  async deleteUser(ctx: PlatformContext, user: UserRef): Promise<Progress> {
+    await this.#latency(ctx);
+    await this.#db
       .deleteFrom('sandbox_objects')
-      .where('platform_scope', '=', ctx.scope)
+      .where('platform_scope', '=', scopeOf(ctx))
       .where('kind', '=', 'user')
-      .where('name', '=', `${user.customerId}/${user.username}`)
+      .where('name', '=', userName(user))
       .execute();
+    return { state: 'done' };
+  }
+
+  async applyQuota(ctx: PlatformContext, org: OrganizationRef, quota: QuotaSpec): Promise<Progress> {
+    await this.#latency(ctx);
+    const updated = await this.#db
+      .updateTable('sandbox_objects')
+      .set({
+        attrs: sql`attrs || ${JSON.stringify({ plan_id: quota.planId, quota: quota.quota, project_caps: quota.projectCaps })}::jsonb`,
+      })
+      .where('platform_scope', '=', scopeOf(ctx))
+      .where('kind', '=', 'organization')
+      .where('name', '=', org.organization)
+      .executeTakeFirst();
+    if (updated.numUpdatedRows === 0n)
+      return { state: 'failed', code: 'UPSTREAM_NOT_FOUND', message: `Organization ${org.organization} does not exist.` };
+    return { state: 'done' };
+  }
+
+  /** Sandbox only (conformance and tests): the plan and quota last applied to an organization. */
+  async appliedQuota(ctx: PlatformContext, org: OrganizationRef): Promise<Omit<QuotaSpec, 'planId'> & { planId: string | undefined }> {
+    const row = await this.#object(ctx, 'organization', org.organization);
+    const attrs = (row?.attrs ?? {}) as { plan_id?: string; quota?: QuotaSpec['quota']; project_caps?: QuotaSpec['projectCaps'] };
+    return {
+      planId: attrs.plan_id,
+      quota: attrs.quota ?? { vcpu: 0, memory_gib: 0, storage_gib: 0, gpus: {} },
+      projectCaps: attrs.project_caps ?? {},
+    };
   }
 
   /** Sandbox only (test helper): the identity provider's pending actions for a user. */
-  async setRequiredActions(ctx: PlatformContext, user: { customerId: string; username: string }, actions: string[]): Promise<void> {
-    await ctx.db
+  async setRequiredActions(ctx: PlatformContext, user: UserRef, actions: string[]): Promise<void> {
+    await this.#db
       .updateTable('sandbox_objects')
       .set({ attrs: sql`jsonb_set(attrs, '{required_actions}', ${JSON.stringify(actions)}::jsonb)` })
-      .where('platform_scope', '=', ctx.scope)
+      .where('platform_scope', '=', scopeOf(ctx))
       .where('kind', '=', 'user')
-      .where('name', '=', `${user.customerId}/${user.username}`)
+      .where('name', '=', userName(user))
       .execute();
   }
 
-  async prepareConsoleLogin(ctx: PlatformContext, user: { customerId: string; username: string }): Promise<{ requiredActions: string[] }> {
-    const row = await this.#object(ctx, 'user', `${user.customerId}/${user.username}`);
-    const attrs = (row?.attrs ?? {}) as { required_actions?: string[] };
-    return { requiredActions: attrs.required_actions ?? [] };
+  async prepareConsoleLogin(ctx: PlatformContext, user: UserRef): Promise<ConsoleLoginGrant> {
+    await this.#latency(ctx);
+    const row = await this.#object(ctx, 'user', userName(user));
+    const actions = ((row?.attrs ?? {}) as { required_actions?: string[] }).required_actions ?? [];
+    // The sandbox has no identity provider of its own: Tenantry mints the one-time link.
+    return actions.length > 0 ? { state: 'action_required', actions } : { state: 'ready' };
   }
 
-  async listWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads> {
-    const row = await ctx.db
-      .selectFrom('sandbox_workloads')
-      .select(['vms', 'databases', 'gpus', 'running'])
-      .where('platform_scope', '=', ctx.scope)
-      .where('customer_id', '=', customerId)
-      .executeTakeFirst();
-    if (!row) return { vms: [], databases: [], gpus: {}, running: true };
-    return { vms: row.vms, databases: row.databases, gpus: row.gpus as Record<string, number>, running: row.running };
+  async listWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads> {
+    await this.#latency(ctx);
+    return readWorkloads(this.#db, ctx, org.organization);
   }
 
-  async stopWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads> {
-    return this.#setRunning(ctx, customerId, false);
+  async stopWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads> {
+    await this.#latency(ctx);
+    return this.#setRunning(ctx, org.organization, false);
   }
 
-  async startWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads> {
-    return this.#setRunning(ctx, customerId, true);
+  async startWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads> {
+    await this.#latency(ctx);
+    return this.#setRunning(ctx, org.organization, true);
   }
 
   /** Sandbox only (test helper): replaces the customer's live workloads. */
-  async setWorkloads(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<Workloads> {
-    const values = {
-      vms: workloads.vms,
-      databases: workloads.databases,
-      gpus: JSON.stringify(workloads.gpus),
-      running: workloads.running,
-    };
-    await ctx.db
-      .insertInto('sandbox_workloads')
-      .values({ platform_scope: ctx.scope, customer_id: customerId, ...values })
-      .onConflict((oc) => oc.columns(['platform_scope', 'customer_id']).doUpdateSet(values))
-      .execute();
-    await this.#accrue(ctx, customerId, workloads);
+  async setWorkloads(ctx: PlatformContext, org: OrganizationRef, workloads: Workloads): Promise<Workloads> {
+    const values = { vms: workloads.vms, databases: workloads.databases, gpus: JSON.stringify(workloads.gpus), running: workloads.running };
+    await this.#db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('sandbox_workloads')
+        .values({ platform_scope: scopeOf(ctx), organization: org.organization, ...values })
+        .onConflict((oc) => oc.columns(['platform_scope', 'organization']).doUpdateSet(values))
+        .execute();
+      await accrue(trx, ctx, org.organization, workloads);
+    });
     return workloads;
   }
 
-  async gpuUsage(ctx: PlatformContext, customerId: string): Promise<Record<string, number> | undefined> {
+  async gpuUsage(ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined> {
+    await this.#latency(ctx);
     // Test mode can make the check fail (CONTRACT §5, failures of type gpu_usage).
     if (ctx.mode === 'test' && (await this.#takeFailure(ctx, 'gpu_usage'))) return undefined;
-    const workloads = await this.listWorkloads(ctx, customerId);
+    const workloads = await readWorkloads(this.#db, ctx, org.organization);
     return workloads.running ? workloads.gpus : {};
   }
 
-  async usage(
-    ctx: PlatformContext,
-    customers: { customerId: string; since: Date }[],
-    from: Date,
-    to: Date,
-  ): Promise<Map<string, UsageTotals>> {
+  async usage(ctx: PlatformContext, customers: UsageSubject[], from: Date, to: Date): Promise<Map<string, UsageTotals>> {
+    await this.#latency(ctx);
     const totals = new Map<string, UsageTotals>(
       customers.map((c) => [c.customerId, { vcpu_hours: 0, memory_gib_hours: 0, storage_gib_hours: 0, gpu_hours: {} }]),
     );
     if (customers.length === 0) return totals;
-    const since = new Map(customers.map((c) => [c.customerId, c.since.getTime()]));
-    const spans = await ctx.db
+    const byOrganization = new Map(customers.map((c) => [c.organization, c]));
+    const spans = await this.#db
       .selectFrom('sandbox_usage')
       .selectAll()
-      .where('platform_scope', '=', ctx.scope)
-      .where('customer_id', 'in', [...since.keys()])
+      .where('platform_scope', '=', scopeOf(ctx))
+      .where('organization', 'in', [...byOrganization.keys()])
       .where('started_at', '<', to)
       .where((eb) => eb.or([eb('ended_at', 'is', null), eb('ended_at', '>', from)]))
       .execute();
     for (const span of spans) {
-      const start = Math.max(span.started_at.getTime(), from.getTime(), since.get(span.customer_id) ?? 0);
-      const end = Math.min((span.ended_at ?? ctx.now).getTime(), to.getTime(), ctx.now.getTime());
+      const subject = byOrganization.get(span.organization);
+      if (!subject) continue;
+      const start = Math.max(span.started_at.getTime(), from.getTime(), subject.since.getTime());
+      const end = Math.min(
+        (span.ended_at ?? ctx.now).getTime(),
+        to.getTime(),
+        ctx.now.getTime(),
+        subject.until?.getTime() ?? Number.POSITIVE_INFINITY,
+      );
       if (end <= start) continue;
       const hours = (end - start) / 3_600_000;
-      const total = totals.get(span.customer_id);
+      const total = totals.get(subject.customerId);
       if (!total) continue;
       total.vcpu_hours += span.vcpu * hours;
       total.memory_gib_hours += span.memory_gib * hours;
@@ -284,10 +363,10 @@ export class SandboxPlatform implements Platform {
 
   /** Sandbox only (test helper): the next matching provisioning steps fail. */
   async injectFailure(ctx: PlatformContext, failure: FailureInjection): Promise<void> {
-    await ctx.db
+    await this.#db
       .insertInto('sandbox_failures')
       .values({
-        platform_scope: ctx.scope,
+        platform_scope: scopeOf(ctx),
         type: failure.type,
         code: failure.code,
         message: failure.message,
@@ -299,56 +378,29 @@ export class SandboxPlatform implements Platform {
       .execute();
   }
 
-  async #setRunning(ctx: PlatformContext, customerId: string, running: boolean): Promise<Workloads> {
-    await ctx.db
-      .updateTable('sandbox_workloads')
-      .set({ running })
-      .where('platform_scope', '=', ctx.scope)
-      .where('customer_id', '=', customerId)
-      .execute();
-    const workloads = await this.listWorkloads(ctx, customerId);
-    await this.#accrue(ctx, customerId, workloads);
-    return workloads;
+  async #latency(ctx: PlatformContext): Promise<void> {
+    if (this.#callMs > 0) await delay(this.#callMs, undefined, ctx.signal ? { signal: ctx.signal } : {});
   }
 
-  /**
-   * Usage accrues while workloads run: the open span of the customer ends now, and a new one starts
-   * with what now runs (VM_SIZE per VM, DATABASE_SIZE per database, GPUs as granted to workloads).
-   */
-  async #accrue(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<void> {
-    await ctx.db
-      .updateTable('sandbox_usage')
-      .set({ ended_at: ctx.now })
-      .where('platform_scope', '=', ctx.scope)
-      .where('customer_id', '=', customerId)
-      .where('ended_at', 'is', null)
-      .execute();
-    if (!workloads.running) return;
-    const { vms, databases, gpus } = workloads;
-    const held = {
-      vcpu: vms.length * VM_SIZE.vcpu + databases.length * DATABASE_SIZE.vcpu,
-      memory_gib: vms.length * VM_SIZE.memory_gib + databases.length * DATABASE_SIZE.memory_gib,
-      storage_gib: vms.length * VM_SIZE.storage_gib + databases.length * DATABASE_SIZE.storage_gib,
-    };
-    if (held.vcpu === 0 && Object.values(gpus).every((n) => n === 0)) return;
-    await ctx.db
-      .insertInto('sandbox_usage')
-      .values({
-        platform_scope: ctx.scope,
-        customer_id: customerId,
-        started_at: ctx.now,
-        ended_at: null,
-        ...held,
-        gpus: JSON.stringify(gpus),
-      })
-      .execute();
+  async #setRunning(ctx: PlatformContext, organization: string, running: boolean): Promise<Workloads> {
+    return this.#db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('sandbox_workloads')
+        .set({ running })
+        .where('platform_scope', '=', scopeOf(ctx))
+        .where('organization', '=', organization)
+        .execute();
+      const workloads = await readWorkloads(trx, ctx, organization);
+      await accrue(trx, ctx, organization, workloads);
+      return workloads;
+    });
   }
 
   async #object(ctx: PlatformContext, kind: SandboxObjectKind, name: string): Promise<ObjectRow | undefined> {
-    return ctx.db
+    return this.#db
       .selectFrom('sandbox_objects')
       .select(['ready_at', 'failure_code', 'failure_message', 'gone_at', 'attrs'])
-      .where('platform_scope', '=', ctx.scope)
+      .where('platform_scope', '=', scopeOf(ctx))
       .where('kind', '=', kind)
       .where('name', '=', name)
       .executeTakeFirst();
@@ -359,7 +411,7 @@ export class SandboxPlatform implements Platform {
     ctx: PlatformContext,
     kind: SandboxObjectKind,
     name: string,
-    customerId: string,
+    organization: string,
     takesMs: number,
     failureType: 'customer.create' | 'project.create',
     attrs: Record<string, unknown>,
@@ -374,11 +426,13 @@ export class SandboxPlatform implements Platform {
       gone_at: null,
       attrs,
     };
-    await ctx.db
+    // A repeat (after a crash) finds the first insert's object: the same outcome, never a second failure.
+    await this.#db
       .insertInto('sandbox_objects')
-      .values({ platform_scope: ctx.scope, kind, name, customer_id: customerId, ...row, attrs: JSON.stringify(attrs) })
+      .values({ platform_scope: scopeOf(ctx), kind, name, organization, ...row, attrs: JSON.stringify(attrs) })
+      .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
       .execute();
-    return row;
+    return (await this.#object(ctx, kind, name)) ?? row;
   }
 
   async #takeFailure(ctx: PlatformContext, type: string): Promise<{ code: string; message: string | null } | undefined> {
@@ -387,35 +441,88 @@ export class SandboxPlatform implements Platform {
       update sandbox_failures set remaining = remaining - 1
       where id = (
         select id from sandbox_failures
-        where platform_scope = ${ctx.scope} and type = ${type} and remaining > 0
+        where platform_scope = ${scopeOf(ctx)} and type = ${type} and remaining > 0
           and (customer_id is null or customer_id = ${target?.customerId ?? null})
           and (project is null or project = ${target?.project ?? null})
         order by id limit 1 for update)
-      returning code, message`.execute(ctx.db);
+      returning code, message`.execute(this.#db);
     return result.rows[0];
   }
 
-  async #tombstone(ctx: PlatformContext, customerId: string): Promise<ObjectRow> {
+  async #tombstone(ctx: PlatformContext, organization: string): Promise<ObjectRow> {
     const row: ObjectRow = { ready_at: ctx.now, failure_code: null, failure_message: null, gone_at: null, attrs: {} };
-    await ctx.db
+    await this.#db
       .insertInto('sandbox_objects')
-      .values({ platform_scope: ctx.scope, kind: 'organization', name: customerId, customer_id: customerId, ...row, attrs: '{}' })
+      .values({ platform_scope: scopeOf(ctx), kind: 'organization', name: organization, organization, ...row, attrs: '{}' })
+      .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
       .execute();
-    return row;
+    return (await this.#object(ctx, 'organization', organization)) ?? row;
+  }
+
+  async #forget(ctx: PlatformContext, organization: string): Promise<void> {
+    await this.#db
+      .deleteFrom('sandbox_objects')
+      .where('platform_scope', '=', scopeOf(ctx))
+      .where('kind', '=', 'organization')
+      .where('name', '=', organization)
+      .execute();
   }
 
   async #markGone(ctx: PlatformContext, kind: SandboxObjectKind, name: string, takesMs: number): Promise<Date> {
     const goneAt = new Date(startOf(ctx) + takesMs);
-    await ctx.db
+    // The first mark wins: a repeat keeps the teardown's original end.
+    const row = await this.#db
       .updateTable('sandbox_objects')
-      .set({ gone_at: goneAt })
-      .where('platform_scope', '=', ctx.scope)
+      .set({ gone_at: sql`coalesce(gone_at, ${goneAt}::timestamptz)` })
+      .where('platform_scope', '=', scopeOf(ctx))
       .where('kind', '=', kind)
       .where('name', '=', name)
-      .execute();
-    return goneAt;
+      .returning('gone_at')
+      .executeTakeFirst();
+    return row?.gone_at ?? goneAt;
   }
 }
+
+/** The organization's workloads (none recorded: nothing, and running). */
+async function readWorkloads(db: Kysely<SandboxTables>, ctx: PlatformContext, organization: string): Promise<Workloads> {
+  const row = await db
+    .selectFrom('sandbox_workloads')
+    .select(['vms', 'databases', 'gpus', 'running'])
+    .where('platform_scope', '=', scopeOf(ctx))
+    .where('organization', '=', organization)
+    .executeTakeFirst();
+  if (!row) return { vms: [], databases: [], gpus: {}, running: true };
+  return { vms: row.vms, databases: row.databases, gpus: row.gpus as Record<string, number>, running: row.running };
+}
+
+/**
+ * Usage accrues while workloads run: the open span of the organization ends now, and a new one starts
+ * with what now runs (VM_SIZE per VM, DATABASE_SIZE per database, GPUs as granted to workloads).
+ */
+async function accrue(db: Kysely<SandboxTables>, ctx: PlatformContext, organization: string, workloads: Workloads): Promise<void> {
+  const scope = scopeOf(ctx);
+  await db
+    .updateTable('sandbox_usage')
+    .set({ ended_at: ctx.now })
+    .where('platform_scope', '=', scope)
+    .where('organization', '=', organization)
+    .where('ended_at', 'is', null)
+    .execute();
+  if (!workloads.running) return;
+  const { vms, databases, gpus } = workloads;
+  const held = {
+    vcpu: vms.length * VM_SIZE.vcpu + databases.length * DATABASE_SIZE.vcpu,
+    memory_gib: vms.length * VM_SIZE.memory_gib + databases.length * DATABASE_SIZE.memory_gib,
+    storage_gib: vms.length * VM_SIZE.storage_gib + databases.length * DATABASE_SIZE.storage_gib,
+  };
+  if (held.vcpu === 0 && Object.values(gpus).every((n) => n === 0)) return;
+  await db
+    .insertInto('sandbox_usage')
+    .values({ platform_scope: scope, organization, started_at: ctx.now, ended_at: null, ...held, gpus: JSON.stringify(gpus) })
+    .execute();
+}
+
+const userName = (user: UserRef) => `${user.organization}/${user.username}`;
 
 /** Simulated work starts when its operation was opened (or now, outside an operation). */
 function startOf(ctx: PlatformContext): number {
@@ -425,16 +532,10 @@ function startOf(ctx: PlatformContext): number {
 function progressOf(row: ObjectRow, now: Date): Progress {
   if (row.ready_at > now) return { state: 'in_progress', until: row.ready_at };
   if (row.failure_code) {
-    return { state: 'failed', code: row.failure_code, message: row.failure_message ?? failureMessage(row.failure_code) };
+    const code = isFailureCode(row.failure_code) ? row.failure_code : 'PROVISIONING_FAILED';
+    return { state: 'failed', code, message: row.failure_message ?? failureMessage(code) };
   }
   return { state: 'done' };
-}
-
-function failureMessage(code: string): string {
-  const upstream = /^UPSTREAM_(\d{3})$/.exec(code);
-  if (upstream) return `The platform refused a provisioning step with HTTP ${upstream[1]}.`;
-  if (code === 'NO_ADDRESS_SPACE') return 'No network address range was left for the project.';
-  return 'A provisioning step failed.';
 }
 
 function rangeCidr(idx: number): string {

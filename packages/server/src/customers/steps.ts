@@ -1,0 +1,174 @@
+import type { Logger } from 'pino';
+import type { Db } from '../app/database.ts';
+import type { EventData } from '../events/payloads.ts';
+import { recordEvent } from '../events/store.ts';
+import type { Clock } from '../infra/clock.ts';
+import { type FinalOutcome, fail, inOrder, type OperationEngine } from '../operations/engine.ts';
+import type { OperationRow } from '../operations/store.ts';
+import type { PartnerCache } from '../partners/partner-cache.ts';
+import { findPartnerForUpdate } from '../partners/store.ts';
+import type { Platform, PlatformContext } from '../platform/platform.ts';
+import { advanceProject, settleProject } from '../projects/steps.ts';
+import { findProject, lockProject } from '../projects/store.ts';
+import { modeNowMs } from '../test-mode/mode-clock.ts';
+import type { UserService } from '../users/service.ts';
+import { organizationRef, startTeardown } from './lifecycle.ts';
+import {
+  type CustomerRow,
+  findCustomerByUid,
+  graceEnded,
+  lockCustomerByUid,
+  markQuotaApplied,
+  quotaNotApplied,
+  removeCustomer,
+  setCustomerStatus,
+} from './store.ts';
+
+export interface CustomerStepDeps {
+  db: Db;
+  clock: Clock;
+  logger: Logger;
+  platform: Platform;
+  users: UserService;
+  partnerCache: PartnerCache;
+}
+
+interface Locked {
+  customer: CustomerRow | undefined;
+}
+
+/** The platform's view of a customer's quota and plan. */
+export const quotaSpec = (customer: CustomerRow) => ({
+  planId: customer.plan_id,
+  quota: customer.quota,
+  projectCaps: customer.project_caps,
+});
+
+/**
+ * `customer.create` and `customer.delete`, and the sweeps that start a teardown when a grace period
+ * ends and apply a quota the platform has not taken yet: registered with the operation engine.
+ */
+export function registerCustomerSteps(engine: OperationEngine, deps: CustomerStepDeps): void {
+  const { db, platform, users, partnerCache } = deps;
+
+  engine.register<Locked>('customer.create', {
+    // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
+    async advance(op, ctx) {
+      const customer = await findCustomerByUid(db, op.customer_uid);
+      if (!customer) return fail('CUSTOMER_DELETED');
+      if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
+      const org = organizationRef(customer);
+      return inOrder(
+        () => platform.ensureOrganization(ctx, { ...org, displayName: customer.display_name, planId: customer.plan_id }),
+        () => platform.applyQuota(ctx, org, quotaSpec(customer)),
+        () => users.ensureOwner(ctx, customer),
+        async () => {
+          const project = await findProject(db, customer.uid, op.project ?? 'default');
+          if (!project) return fail('PROVISIONING_FAILED', `Project ${op.project} no longer exists.`);
+          return advanceProject(db, platform, ctx, customer, project);
+        },
+      );
+    },
+    lock: async (trx, op) => ({ customer: await lockCustomerByUid(trx, op.customer_uid) }),
+    async finish(trx, op, outcome, ctx, { customer }) {
+      let final: FinalOutcome = outcome;
+      // The customer was deleted while this look ran: its creation ends with that.
+      if (final.state === 'done' && !customer) final = fail('CUSTOMER_DELETED');
+      if (final.state === 'done' && customer?.status !== 'provisioning') final = fail('CUSTOMER_DELETING');
+      const ok = final.state === 'done';
+      let state: EventData<'customer.ready'>['state'] = customer?.status ?? 'deleted';
+      if (customer?.status === 'provisioning') {
+        const settled = await setCustomerStatus(trx, customer, ok ? 'active' : 'failed', {
+          updated_at: ctx.now,
+          ...(ok ? { quota_applied_revision: customer.quota_revision } : {}),
+        });
+        state = settled.status;
+        if (ok) await users.markOwnerReady(trx, customer.uid, ctx.now);
+      }
+      const project = customer ? await lockProject(trx, customer.uid, op.project ?? 'default') : undefined;
+      await recordEvent(trx, {
+        partnerId: op.partner_id,
+        mode: op.mode,
+        type: ok ? 'customer.ready' : 'customer.failed',
+        at: ctx.now,
+        data: {
+          customer_id: op.customer_id,
+          operation_id: op.id,
+          project: await settleProject(trx, project, ok, ctx.now),
+          state,
+          error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
+        },
+      });
+      return final;
+    },
+  });
+
+  engine.register<Locked>('customer.delete', {
+    // Workloads stop first, then the organization goes with everything in it; done once it is gone.
+    async advance(op, ctx) {
+      const customer = await findCustomerByUid(db, op.customer_uid);
+      if (!customer) return { state: 'done' };
+      const org = organizationRef(customer);
+      await platform.stopWorkloads(ctx, org);
+      return platform.deleteOrganization(ctx, org);
+    },
+    // The partner first: its customer count changes (lock order partner, customer, operation).
+    async lock(trx, op: OperationRow) {
+      await findPartnerForUpdate(trx, op.partner_id);
+      return { customer: await lockCustomerByUid(trx, op.customer_uid) };
+    },
+    async finish(trx, op, outcome, ctx, { customer }) {
+      if (!customer) return outcome;
+      await removeCustomer(trx, customer, ctx.now);
+      await recordEvent(trx, {
+        partnerId: op.partner_id,
+        mode: op.mode,
+        type: 'customer.deleted',
+        at: ctx.now,
+        data: { customer_id: op.customer_id, immediate: customer.deletion_immediate ?? true },
+      });
+      return outcome;
+    },
+    // The partner's customer count changed: no read made before the commit may stay cached.
+    committed: (op) => partnerCache.invalidate(op.partner_id),
+  });
+
+  engine.addSweep(async ({ partner }) => {
+    const uids = await graceEnded(db, deps.clock.now(), 100, partner);
+    for (const uid of uids) await startScheduledTeardown(deps, uid);
+    return uids.length;
+  });
+
+  engine.addSweep(async ({ partner }) => {
+    // Quota changes reach the platform after their transaction; what did not (an outage, a crash) is applied here.
+    if (partner) return 0;
+    const pending = await quotaNotApplied(db, 20);
+    for (const customer of pending) await applyQuota(deps, customer);
+    return pending.length;
+  });
+}
+
+/** Applies a customer's quota on the platform and records the revision it applied. */
+async function applyQuota(deps: Pick<CustomerStepDeps, 'db' | 'clock' | 'logger' | 'platform'>, customer: CustomerRow): Promise<void> {
+  const ctx: PlatformContext = { partnerId: customer.partner_id, mode: customer.mode, now: deps.clock.now() };
+  const progress = await deps.platform.applyQuota(ctx, organizationRef(customer), quotaSpec(customer)).catch((err: unknown) => {
+    deps.logger.warn({ err, customer: customer.uid }, 'applying a quota on the platform failed; it will be tried again');
+    return undefined;
+  });
+  if (progress?.state === 'done') await markQuotaApplied(deps.db, customer.uid, customer.quota_revision);
+}
+
+/** A grace period ended: the customer turns `deleting` and its teardown operation opens. */
+async function startScheduledTeardown(deps: CustomerStepDeps, uid: string): Promise<void> {
+  const customer = await findCustomerByUid(deps.db, uid);
+  if (!customer) return;
+  // The partner's test clock, read before the transaction (no other read may wait inside it).
+  const partner = await deps.partnerCache.get(customer.partner_id);
+  const now = new Date(modeNowMs(deps.clock, Number(partner?.test_clock_offset_ms ?? 0), customer.mode));
+  await deps.db.transaction().execute(async (trx) => {
+    const row = await lockCustomerByUid(trx, uid);
+    if (row?.status !== 'deletion_scheduled' || !row.scheduled_deletion_at || row.scheduled_deletion_at > now) return;
+    // The teardown starts when the grace period ended, on the partner's clock (a test clock walks through it in order).
+    await startTeardown(trx, row, false, row.scheduled_deletion_at);
+  });
+}

@@ -1,0 +1,64 @@
+import type { PartialResources, Resources } from '../capacity/resources.ts';
+import type { KeyMode } from '../infra/mode.ts';
+
+/**
+ * Where a platform name must be unique: the live platform is one cluster shared by every partner
+ * (organization and namespace names), each partner's test mode a sandbox of its own. `live` or
+ * `test:<partner>`.
+ */
+export type PlatformScope = string;
+
+export type CustomerStatus = 'provisioning' | 'active' | 'failed' | 'suspended' | 'deletion_scheduled' | 'deleting';
+
+export interface CustomersTable {
+  /** Internal identity: a replacement customer reusing an id is a separate resource. */
+  uid: string;
+  platform_scope: PlatformScope;
+  partner_id: string;
+  mode: KeyMode;
+  /** The partner's id for it: unique per partner and mode. */
+  id: string;
+  /** Its name on the platform, `<partner prefix>-<id>`, fixed at creation (the organization's name). */
+  organization: string;
+  external_id: string | null;
+  display_name: string | null;
+  status: CustomerStatus;
+  /** The status a scheduled deletion interrupted, restored by resume. */
+  status_before_deletion: CustomerStatus | null;
+  plan_id: string;
+  owner_username: string;
+  owner_email: string;
+  created_at: Date;
+  updated_at: Date;
+  suspended_at: Date | null;
+  suspension_reason: string | null;
+  scheduled_deletion_at: Date | null;
+  grace_days: number | null;
+  deletion_immediate: boolean | null;
+  /** What the customer holds of its partner's pool (jsonb; objects are written as JSON by both drivers). */
+  quota: Resources;
+  quota_revision: number;
+  project_caps: Record<string, PartialResources>;
+  /** The quota revision the platform has applied (a sweep applies a newer one). */
+  quota_applied_revision: number | null;
+  /** The operator's hold: while set, a partner's resume answers CONFLICT. */
+  held_at: Date | null;
+  hold_reason: string | null;
+}
+
+/** What stays of a deleted customer, so usage can still bill the window it lived in. */
+export interface CustomerTombstonesTable {
+  uid: string;
+  partner_id: string;
+  mode: KeyMode;
+  id: string;
+  organization: string;
+  created_at: Date;
+  deleted_at: Date;
+}
+
+/** The tables this module owns, as the composition root merges them into the database type. */
+export interface CustomerTables {
+  customers: CustomersTable;
+  customer_tombstones: CustomerTombstonesTable;
+}

@@ -1,0 +1,1 @@
+export type KeyMode = 'live' | 'test';

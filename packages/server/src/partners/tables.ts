@@ -1,0 +1,35 @@
+import type { Generated } from 'kysely';
+
+export type PartnerStatus = 'active' | 'suspended';
+
+export interface PartnersTable {
+  id: string;
+  display_name: string;
+  status: PartnerStatus;
+  scopes: string[];
+  max_customers: number;
+  max_projects_per_customer: number;
+  max_open_operations: number;
+  usage_window_days: number;
+  rate_limit_per_minute: number;
+  rate_limit_burst: number;
+  allow_private_webhooks: boolean;
+  default_plan_id: string;
+  grace_days: number;
+  /** Kube-DC's customer id prefix: the partner's customers are `<prefix>-<customer id>` on the platform. */
+  customer_prefix: string;
+  /** Live customers; test-mode customers are counted apart (CONTRACT §5: never mixed). */
+  customer_count: Generated<number>;
+  test_customer_count: Generated<number>;
+  /** How far the partner's test clock runs ahead of the server's (CONTRACT §5, clock/advance). */
+  test_clock_offset_ms: Generated<number>;
+  ready_at: Date;
+  suspended_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The tables this module owns, as the composition root merges them into the database type. */
+export interface PartnerTables {
+  partners: PartnersTable;
+}

@@ -1,0 +1,211 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { KeyMode } from '../infra/mode.ts';
+import {
+  type OrganizationRef,
+  type Platform,
+  type PlatformContext,
+  type Progress,
+  type ProjectRef,
+  type UserSpec,
+  workloadsRunning,
+} from './platform.ts';
+
+/**
+ * The platform conformance suite: what every driver must do, whatever it drives. The engine and
+ * the services rely on exactly these behaviours, so a driver that passes them can be routed to
+ * without touching anything else. `platform/sandbox/` runs it on the sandbox; a new driver runs it
+ * on its doubles (and, where an operator points it at one, on a real cluster).
+ */
+export interface ConformanceHarness {
+  platform: Platform;
+  /** The mode the suite's objects live in (the sandbox's failure injection is test-mode only). */
+  mode: KeyMode;
+  partnerId: string;
+  /** The clock calls are made at; `wait` moves it (a simulated clock) or waits for it (a real one). */
+  now(): Date;
+  wait(until: Date): Promise<void>;
+  /** Live workloads for an organization, the driver's way (the sandbox's helper; VMs on a cluster). */
+  addWorkloads(org: OrganizationRef, workloads: { vms: string[]; databases: string[]; gpus: Record<string, number> }): Promise<void>;
+  /** The identity provider's pending actions for a user. */
+  setRequiredActions(user: { organization: string; customerId: string; username: string }, actions: string[]): Promise<void>;
+  /** Makes the next provisioning step of this kind fail with `code` (a platform refusal). */
+  failNext(kind: 'customer.create' | 'project.create', code: string): Promise<void>;
+  /** How many address ranges the harness gave the driver (NO_ADDRESS_SPACE is reached past them). */
+  addressRanges: number;
+  close(): Promise<void>;
+}
+
+/** Runs every conformance test against the harness `open` builds (once for the suite). */
+export function platformConformance(name: string, open: () => Promise<ConformanceHarness>): void {
+  describe(`platform conformance: ${name}`, () => {
+    let h: ConformanceHarness;
+    let n = 0;
+    before(async () => {
+      h = await open();
+    });
+    after(() => h.close());
+
+    const ctx = (operation?: PlatformContext['operation']): PlatformContext => ({
+      partnerId: h.partnerId,
+      mode: h.mode,
+      now: h.now(),
+      ...(operation ? { operation } : {}),
+    });
+    const newOrg = (): OrganizationRef => {
+      n++;
+      return { customerId: `conf${n}`, organization: `conformance-conf${n}` };
+    };
+    const projectOf = (org: OrganizationRef, project = 'default'): ProjectRef => ({
+      ...org,
+      project,
+      namespace: `${org.organization}-${project}`,
+    });
+    const owner = (org: OrganizationRef, username = 'owner'): UserSpec => ({
+      ...org,
+      username,
+      email: `${username}@${org.customerId}.example`,
+      role: 'admin',
+      isOwner: username === 'owner',
+      firstName: null,
+      lastName: null,
+    });
+    /** Asks until the call reports more than progress, waiting as it says; what it finally reported. */
+    const settle = async (call: (c: PlatformContext) => Promise<Progress>, operation?: PlatformContext['operation']): Promise<Progress> => {
+      for (let i = 0; i < 100; i++) {
+        const progress = await call(ctx(operation));
+        if (progress.state !== 'in_progress') return progress;
+        await h.wait(progress.until);
+      }
+      assert.fail('the call kept reporting progress');
+    };
+    const operation = (type: 'customer.create' | 'project.create', org: OrganizationRef, project: string | null = null) => ({
+      id: `op_conformance_${n}`,
+      type,
+      customerId: org.customerId,
+      project,
+      createdAt: h.now(),
+    });
+    /** An organization with its owner and first project, ready. */
+    const readyOrganization = async () => {
+      const org = newOrg();
+      assert.deepEqual(await settle((c) => h.platform.ensureOrganization(c, { ...org, displayName: null, planId: 'standard' })), {
+        state: 'done',
+      });
+      assert.deepEqual(await settle((c) => h.platform.ensureUser(c, owner(org))), { state: 'done' });
+      const project = projectOf(org);
+      const range = await h.platform.reserveAddressRange(ctx(), project);
+      assert.equal(range.state, 'done');
+      const cidr = range.state === 'done' ? range.cidr : '';
+      assert.deepEqual(await settle((c) => h.platform.ensureProject(c, { ...project, cidr })), { state: 'done' });
+      return { org, project, cidr };
+    };
+
+    test('an organization, its owner and a project become ready, and every create is idempotent', async () => {
+      const { org, project, cidr } = await readyOrganization();
+      // Asked again (a repeat after a crash), each finds what the first made.
+      assert.deepEqual(await h.platform.ensureOrganization(ctx(), { ...org, displayName: null, planId: 'standard' }), { state: 'done' });
+      assert.deepEqual(await h.platform.ensureUser(ctx(), owner(org)), { state: 'done' });
+      const again = await h.platform.reserveAddressRange(ctx(), project);
+      assert.deepEqual(again, { state: 'done', cidr }, 'the same range on every repeat');
+      assert.deepEqual(await h.platform.ensureProject(ctx(), { ...project, cidr }), { state: 'done' });
+    });
+
+    test('address ranges: one per namespace, distinct, released by a project deletion, NO_ADDRESS_SPACE when none is left', async () => {
+      const { org, project, cidr } = await readyOrganization();
+      const seen = new Set([cidr]);
+      let exhausted: Progress | undefined;
+      for (let i = 0; i < h.addressRanges + 1 && !exhausted; i++) {
+        const range = await h.platform.reserveAddressRange(ctx(), projectOf(org, `extra${i}`));
+        if (range.state !== 'done') exhausted = range;
+        else {
+          assert.ok(!seen.has(range.cidr), `range ${range.cidr} handed out twice`);
+          seen.add(range.cidr);
+        }
+      }
+      assert.equal(exhausted?.state, 'failed');
+      assert.equal(exhausted?.state === 'failed' ? exhausted.code : '', 'NO_ADDRESS_SPACE');
+      assert.deepEqual(await settle((c) => h.platform.deleteProject(c, project)), { state: 'done' });
+      const freed = await h.platform.reserveAddressRange(ctx(), projectOf(org, 'after-delete'));
+      assert.deepEqual(freed, { state: 'done', cidr }, "a deleted project's range is free again");
+      for (let i = 0; i < h.addressRanges; i++) await settle((c) => h.platform.deleteProject(c, projectOf(org, `extra${i}`)));
+      await settle((c) => h.platform.deleteProject(c, projectOf(org, 'after-delete')));
+    });
+
+    test('workloads: listed, stopped by a suspension, started again, counted, and their GPUs reported', async () => {
+      const { org } = await readyOrganization();
+      const none = await h.platform.listWorkloads(ctx(), org);
+      assert.deepEqual([none.vms, none.databases], [[], []]);
+      await h.addWorkloads(org, { vms: ['vm-a', 'vm-b'], databases: ['db-a'], gpus: { 'a100-40gb': 1 } });
+      const live = await h.platform.listWorkloads(ctx(), org);
+      assert.deepEqual([live.vms.toSorted(), live.databases], [['vm-a', 'vm-b'], ['db-a']]);
+      assert.equal(workloadsRunning(live), 3);
+      assert.deepEqual(await h.platform.gpuUsage(ctx(), org), { 'a100-40gb': 1 });
+      const stopped = await h.platform.stopWorkloads(ctx(), org);
+      assert.equal(workloadsRunning(stopped), 0, 'nothing runs after a stop');
+      assert.deepEqual(await h.platform.gpuUsage(ctx(), org), {}, 'stopped workloads hold no GPU');
+      assert.equal(workloadsRunning(await h.platform.stopWorkloads(ctx(), org)), 0, 'a repeated stop is harmless');
+      const started = await h.platform.startWorkloads(ctx(), org);
+      assert.equal(workloadsRunning(started), 3, 'what the stop stopped runs again');
+    });
+
+    test('usage: nothing for an organization without workloads; resource-hours while they run, bounded by the window and by deletion', async () => {
+      const { org: idle } = await readyOrganization();
+      const { org: busy } = await readyOrganization();
+      await h.addWorkloads(busy, { vms: ['vm-usage'], databases: [], gpus: {} });
+      const from = h.now();
+      await h.wait(new Date(from.getTime() + 3_600_000));
+      const to = h.now();
+      const subjects = [idle, busy].map((org) => ({ ...org, since: new Date(0), until: null }));
+      const totals = await h.platform.usage(ctx(), subjects, from, to);
+      assert.ok(totals, 'the usage source answers');
+      assert.equal(totals.get(idle.customerId)?.vcpu_hours, 0);
+      assert.ok((totals.get(busy.customerId)?.vcpu_hours ?? 0) > 0, 'a running VM accrues vCPU hours');
+      const bounded = await h.platform.usage(ctx(), [{ ...busy, since: new Date(0), until: from }], from, to);
+      assert.equal(bounded?.get(busy.customerId)?.vcpu_hours, 0, 'nothing after the customer was deleted');
+    });
+
+    test('quota and plan are applied to the organization; users come and go; console logins wait for required actions', async () => {
+      const { org } = await readyOrganization();
+      const quota = {
+        planId: 'performance',
+        quota: { vcpu: 8, memory_gib: 32, storage_gib: 200, gpus: {} },
+        projectCaps: { default: { vcpu: 4 } },
+      };
+      assert.deepEqual(await settle((c) => h.platform.applyQuota(c, org, quota)), { state: 'done' });
+      assert.deepEqual(await h.platform.applyQuota(ctx(), org, quota), { state: 'done' }, 'a repeat is harmless');
+      const member = { ...owner(org, 'member'), role: 'member' as const };
+      assert.deepEqual(await settle((c) => h.platform.ensureUser(c, member)), { state: 'done' });
+      assert.deepEqual(await h.platform.prepareConsoleLogin(ctx(), member), { state: 'ready' });
+      await h.setRequiredActions(member, ['VERIFY_EMAIL']);
+      assert.deepEqual(await h.platform.prepareConsoleLogin(ctx(), member), { state: 'action_required', actions: ['VERIFY_EMAIL'] });
+      assert.deepEqual(await settle((c) => h.platform.deleteUser(c, member)), { state: 'done' });
+      assert.deepEqual(await h.platform.deleteUser(ctx(), member), { state: 'done' }, 'deleting a user that is gone is done');
+    });
+
+    test('a refused step fails with its failure code, and a repeat reports the same outcome', async () => {
+      const org = newOrg();
+      await h.failNext('customer.create', 'UPSTREAM_422');
+      const op = operation('customer.create', org);
+      const failed = await settle((c) => h.platform.ensureOrganization(c, { ...org, displayName: null, planId: 'standard' }), op);
+      assert.equal(failed.state, 'failed');
+      assert.equal(failed.state === 'failed' ? failed.code : '', 'UPSTREAM_422');
+      const repeated = await settle((c) => h.platform.ensureOrganization(c, { ...org, displayName: null, planId: 'standard' }), op);
+      assert.deepEqual(repeated, failed, 'the outcome of a repeated look does not change');
+      assert.deepEqual(await settle((c) => h.platform.deleteOrganization(c, org)), { state: 'done' });
+    });
+
+    test('an organization is torn down with everything in it; a repeat is done; a user of it cannot be made afterwards', async () => {
+      const { org } = await readyOrganization();
+      await h.addWorkloads(org, { vms: ['vm-x'], databases: [], gpus: {} });
+      await h.platform.stopWorkloads(ctx(), org);
+      assert.deepEqual(await settle((c) => h.platform.deleteOrganization(c, org)), { state: 'done' });
+      assert.deepEqual(await h.platform.deleteOrganization(ctx(), org), { state: 'done' }, 'a repeated teardown is done');
+      const workloads = await h.platform.listWorkloads(ctx(), org);
+      assert.deepEqual([workloads.vms, workloads.databases], [[], []]);
+      const orphan = await h.platform.ensureUser(ctx(), owner(org, 'late'));
+      assert.equal(orphan.state, 'failed');
+      assert.equal(orphan.state === 'failed' ? orphan.code : '', 'UPSTREAM_NOT_FOUND');
+    });
+  });
+}

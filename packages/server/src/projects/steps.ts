@@ -1,0 +1,115 @@
+import type { Db } from '../app/database.ts';
+import { type CustomerRow, findCustomerByUid, lockCustomerByUid } from '../customers/store.ts';
+import { recordEvent } from '../events/store.ts';
+import { type FinalOutcome, fail, type OperationEngine } from '../operations/engine.ts';
+import type { OperationRow } from '../operations/store.ts';
+import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
+import { type Project, toProject } from './schemas.ts';
+import { findProject, lockProject, type ProjectRow, recordAddressRange, removeProject, setProjectState } from './store.ts';
+
+/** A project as the platform names it. */
+export function projectRef(
+  customer: Pick<CustomerRow, 'id' | 'organization'>,
+  project: Pick<ProjectRow, 'name' | 'namespace'>,
+): ProjectRef {
+  return { customerId: customer.id, organization: customer.organization, project: project.name, namespace: project.namespace };
+}
+
+/**
+ * Moves a project on the platform one step: its address range (reserved once, recorded on the
+ * project), then the project itself. No transaction is open: the platform may take its time.
+ */
+export async function advanceProject(
+  db: Db,
+  platform: Platform,
+  ctx: PlatformContext,
+  customer: CustomerRow,
+  project: ProjectRow,
+): Promise<Progress> {
+  const ref = projectRef(customer, project);
+  let cidr = project.cidr;
+  if (!cidr) {
+    const range = await platform.reserveAddressRange(ctx, ref);
+    if (range.state !== 'done') return range;
+    cidr = range.cidr;
+    await recordAddressRange(db, project.uid, cidr);
+  }
+  return platform.ensureProject(ctx, { ...ref, cidr });
+}
+
+/** A provisioning project turns ready or failed with its operation (in the operation's commit); its view for the event. */
+export async function settleProject(trx: Db, project: ProjectRow | undefined, ok: boolean, now: Date): Promise<Project | null> {
+  if (!project) return null;
+  if (project.state !== 'provisioning') return toProject(project);
+  return toProject(await setProjectState(trx, project, ok ? 'ready' : 'failed', now));
+}
+
+interface Locked {
+  customer: CustomerRow | undefined;
+  project: ProjectRow | undefined;
+}
+
+/** `project.create` and `project.delete`, registered with the operation engine. */
+export function registerProjectSteps(engine: OperationEngine, deps: { db: Db; platform: Platform }): void {
+  const { db, platform } = deps;
+  const lock = async (trx: Db, op: OperationRow): Promise<Locked> => {
+    const customer = await lockCustomerByUid(trx, op.customer_uid);
+    return { customer, project: await lockProject(trx, op.customer_uid, op.project ?? '') };
+  };
+
+  engine.register<Locked>('project.create', {
+    async advance(op, ctx) {
+      const customer = await findCustomerByUid(db, op.customer_uid);
+      if (!customer) return fail('CUSTOMER_DELETED');
+      if (customer.status === 'deleting') return fail('CUSTOMER_DELETING');
+      const project = await findProject(db, customer.uid, op.project ?? '');
+      if (!project) return fail('PROVISIONING_FAILED', `Project ${op.project} no longer exists.`);
+      return advanceProject(db, platform, ctx, customer, project);
+    },
+    lock,
+    async finish(trx, op, outcome, ctx, { customer, project }) {
+      let final: FinalOutcome = outcome;
+      if (final.state === 'done' && !customer) final = fail('CUSTOMER_DELETED');
+      if (final.state === 'done' && customer?.status === 'deleting') final = fail('CUSTOMER_DELETING');
+      const view = await settleProject(trx, project, final.state === 'done', ctx.now);
+      await recordEvent(trx, {
+        partnerId: op.partner_id,
+        mode: op.mode,
+        type: final.state === 'done' ? 'project.ready' : 'project.failed',
+        at: ctx.now,
+        data: {
+          customer_id: op.customer_id,
+          operation_id: op.id,
+          project: view,
+          state: view?.state ?? 'failed',
+          error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
+        },
+      });
+      return final;
+    },
+  });
+
+  engine.register<Locked>('project.delete', {
+    async advance(op, ctx) {
+      const customer = await findCustomerByUid(db, op.customer_uid);
+      const project = customer ? await findProject(db, customer.uid, op.project ?? '') : undefined;
+      // Gone with its customer, whose teardown removed it.
+      if (!customer || !project) return { state: 'done' };
+      return platform.deleteProject(ctx, projectRef(customer, project));
+    },
+    lock,
+    async finish(trx, op, outcome, ctx, { project }) {
+      // Went with its customer, whose customer.deleted reports it.
+      if (!project) return outcome;
+      await removeProject(trx, project.uid);
+      await recordEvent(trx, {
+        partnerId: op.partner_id,
+        mode: op.mode,
+        type: 'project.deleted',
+        at: ctx.now,
+        data: { customer_id: op.customer_id, project: project.name },
+      });
+      return outcome;
+    },
+  });
+}
