@@ -57,6 +57,7 @@ registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
 (await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
+(await import('./bootstrap-commands.ts')).registerBootstrapCommands(program);
 
 program
   .command('audit')
