@@ -227,11 +227,12 @@ export function topologySignals(facts: TopologyFacts): { signals: Signal[]; warn
       confidence: 'low',
     });
   else if (controlPlane.length > 0)
+    // Private node addresses fit class A, but also B behind a public VIP, and C: no hint.
     signals.push({
       signal: 'node addresses',
       detail: `${addresses}: no control-plane node holds a public address`,
-      hint: 'A',
-      confidence: 'low',
+      hint: null,
+      confidence: null,
     });
   else signals.push({ signal: 'node addresses', detail: 'no control-plane node found', hint: null, confidence: null });
   for (const node of controlPlane.filter((n) => n.internalIPs.length === 0))
