@@ -111,7 +111,7 @@ export async function anchorsApply(kube: BootstrapKube, options: AnchorOptions, 
           `and delete it once it succeeded. A finished Job of the same name from an earlier run is replaced. The Job\n` +
           `writes ${'/etc/tenantry/anchor-bind'} and ${'/etc/systemd/system/tenantry-anchor.service'} (enabled), waits up to ${options.bridgeTimeoutSeconds}s for ${plan.iface}, and binds the anchor.\n\n`,
       );
-      io.out(jobs.map(({ job }) => `---\n${stringify(job, { lineWidth: 0 })}`).join(''));
+      io.out(jobs.map(({ job }) => `---\n${stringify(job, { lineWidth: 0, aliasDuplicateObjects: false })}`).join(''));
     }
     return EXIT.ok;
   }
