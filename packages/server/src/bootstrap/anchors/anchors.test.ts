@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, test } from 'node:test';
 import { FakeHosts } from '../../../test/anchor-hosts.ts';
 import { GOOD_CONFIG, seedClusterConfig, seedKubeOvn, seedNodes, startCluster } from '../../../test/bootstrap-clusters.ts';
+import { eventually } from '../../../test/endpoint-fixture.ts';
 import { assertGolden } from '../../../test/golden.ts';
 import type { KubeApi } from '../../../test/kube-api/index.ts';
 import { ManualScheduler, systemScheduler } from '../../infra/scheduler.ts';
@@ -133,9 +134,10 @@ describe('bootstrap anchors apply and doctor anchors', () => {
       metadata: { name: 'tenantry-anchor-apply-cp-1', namespace: 'kube-system' },
       spec: {},
     });
-    await new Promise((resolve) => setTimeout(resolve, 50)); // the Job double fails it: its pod has no script
-    const finished = kube.get('batch/v1', 'Job', 'tenantry-anchor-apply-cp-1', 'kube-system');
-    assert.ok((finished.status as { conditions?: unknown[] }).conditions, 'the earlier Job has ended');
+    // The Job double fails it (its pod has no script): an earlier run's Job that has ended.
+    const ended = () =>
+      (kube.get('batch/v1', 'Job', 'tenantry-anchor-apply-cp-1', 'kube-system').status as { conditions?: unknown[] } | undefined)?.conditions;
+    await eventually(() => ended() !== undefined, 'the earlier Job has ended');
     kube.create({
       apiVersion: 'batch/v1',
       kind: 'Job',
@@ -144,7 +146,10 @@ describe('bootstrap anchors apply and doctor anchors', () => {
       status: {},
     });
     hosts.stuck.set('cp-2', 'ErrImagePull');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await eventually(
+      () => kube.list('v1', 'Pod', 'kube-system').some((p) => p.metadata.name?.startsWith('tenantry-anchor-apply-cp-2')),
+      'the running Job has its pod',
+    );
     const io = memoryIo();
     assert.equal(await anchorsApply(client, options(), io), EXIT.findings);
     assert.match(io.stdout, /cp-1 .* ok /);
