@@ -179,6 +179,27 @@ export function seedKubeOvn(kube: KubeApi, spec: KubeOvnSpec = {}): void {
     });
 }
 
+/** Kube-OVN's vpc-dns Corefile (its documentation's `vpc-dns-corefile`). */
+export const KUBE_OVN_COREFILE = `.:53 {
+    errors
+    health {
+      lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+      pods insecure
+      fallthrough in-addr.arpa ip6.arpa
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+      prefer_udp
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}`;
+
 /** A configuration in which every rule passes (with seedKubeOvn's defaults and three control-plane nodes). */
 export const GOOD_CONFIG: Record<string, string> = {
   EXT_NET_NAME: 'ext-cloud',

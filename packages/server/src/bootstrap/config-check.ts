@@ -1,7 +1,7 @@
 import type { V1Service } from '@kubernetes/client-node';
 import { renderViolations } from './anchors/commands.ts';
 import type { Violation } from './anchors/validate.ts';
-import { externalSubnet } from './anchors/validate.ts';
+import { externalSubnet, validateAnchors } from './anchors/validate.ts';
 import type { ChartValues } from './chart-values.ts';
 import { type ClusterConfig, KEYS, type Problem } from './cluster-config.ts';
 import { type ConfigOptions, loadClusterConfig, loadValues, readOptionalFile } from './inputs.ts';
@@ -9,6 +9,7 @@ import { type Address, type AddressRange, type Cidr, inCidr, inRange, parseAddre
 import { type BootstrapKube, unreadable } from './kube.ts';
 import { type NetworkFacts, readNetwork } from './network.ts';
 import { EXIT, type ExitCode, type Io, json } from './output.ts';
+import { type NodeFacts, nodeFacts } from './topology/facts.ts';
 
 export interface ConfigCheckInputs {
   config: ClusterConfig;
@@ -17,6 +18,7 @@ export interface ConfigCheckInputs {
   /** The chart values, when `--values` was given. */
   values?: ChartValues;
   services: V1Service[];
+  nodes: NodeFacts[];
 }
 
 const ENDPOINTS = [
@@ -110,12 +112,16 @@ export function checkConfig(inputs: ConfigCheckInputs): { violations: Violation[
 
   const values = inputs.values;
   if (!values) notes.push('no --values given: the switches and VIPs were not compared with the chart values or its Services');
+  // A field that could not be read is reported once, as unreadable, not again as inconsistent.
+  const unreadable = new Set(inputs.problems.map((p) => p.field));
   for (const endpoint of ENDPOINTS) {
     if (!values) break;
     const own = config[endpoint.key];
     const chart = values[endpoint.values];
     const base = `platformEndpoints.${endpoint.values}`;
-    if (chart.enabled !== own.enabled)
+    const switchKnown = !unreadable.has(endpoint.enabled);
+    const vipKnown = !unreadable.has(endpoint.vip);
+    if (switchKnown && chart.enabled !== own.enabled)
       add(
         'chart-consistent',
         endpoint.enabled,
@@ -123,18 +129,26 @@ export function checkConfig(inputs: ConfigCheckInputs): { violations: Violation[
       );
     const chartVip = chart.vip === '' ? undefined : parseAddress(chart.vip);
     if (chart.vip !== '' && !chartVip) add('chart-consistent', `${base}.vip`, `"${chart.vip}" is not an IP address`);
-    else if ((own.vip?.toString() ?? '') !== (chartVip?.toString() ?? '') && (own.vip || chartVip))
+    else if (vipKnown && (own.vip?.toString() ?? '') !== (chartVip?.toString() ?? '') && (own.vip || chartVip))
       add('chart-consistent', endpoint.vip, `is ${own.vip ?? 'empty'} but ${base}.vip is ${chart.vip || 'empty'}`);
     // The deployed chart: its Service exists exactly when the switch is on, and asks for the VIP.
     const { name, namespace } = values[endpoint.values];
     const service = inputs.services.find((s) => s.metadata?.name === name && s.metadata?.namespace === namespace);
-    if (own.enabled && !service)
+    if (switchKnown && own.enabled && !service)
       add('chart-deployed', endpoint.enabled, `is true but the Service ${namespace}/${name} does not exist (enabling step 4 not done?)`);
-    if (!own.enabled && service) add('chart-deployed', endpoint.enabled, `is false but the Service ${namespace}/${name} still exists`);
+    if (switchKnown && !own.enabled && service)
+      add('chart-deployed', endpoint.enabled, `is false but the Service ${namespace}/${name} still exists`);
     const asked = service?.spec?.loadBalancerIP;
-    if (own.vip && asked && asked !== own.vip.toString())
+    if (vipKnown && own.vip && asked && asked !== own.vip.toString())
       add('chart-deployed', endpoint.vip, `is ${own.vip} but the Service ${namespace}/${name} asks for ${asked}`);
   }
+
+  // The anchor rules (2 and 3) are part of the configuration too, once anchors are configured or an endpoint is on.
+  if (config.anchors.length > 0 || config.kubeApi.enabled || config.edgeGateway.enabled) {
+    const anchors = validateAnchors({ config, problems: [], nodes: inputs.nodes, network });
+    // The unknown subnet is already reported above.
+    for (const v of anchors.violations) if (v.rule !== 'external-subnet') violations.push({ ...v, rule: `anchor-${v.rule}` });
+  } else notes.push(`${KEYS.anchors} is empty and both endpoints are off: the anchor rules were not checked`);
   return { violations, notes };
 }
 
@@ -151,10 +165,16 @@ export async function configCheck(kube: BootstrapKube, options: ConfigCheckOptio
   if (!loaded) throw new Error('unreachable: a required configuration is never undefined');
   const listing = await readOptionalFile(options.northboundListing, 'the northbound listing');
   let services: V1Service[];
+  let nodes: NodeFacts[];
   try {
     services = await kube.listServices();
   } catch (error) {
     throw unreadable('services', error);
+  }
+  try {
+    nodes = (await kube.listNodes()).map(nodeFacts);
+  } catch (error) {
+    throw unreadable('nodes', error);
   }
   const network = await readNetwork(kube, {
     subnetName: loaded.config.externalSubnetName,
@@ -167,6 +187,7 @@ export async function configCheck(kube: BootstrapKube, options: ConfigCheckOptio
     problems: loaded.problems,
     network,
     services,
+    nodes,
     ...(values ? { values } : {}),
   });
   for (const note of notes) io.err(`note: ${note}\n`);

@@ -136,7 +136,8 @@ describe('bootstrap anchors apply and doctor anchors', () => {
     });
     // The Job double fails it (its pod has no script): an earlier run's Job that has ended.
     const ended = () =>
-      (kube.get('batch/v1', 'Job', 'tenantry-anchor-apply-cp-1', 'kube-system').status as { conditions?: unknown[] } | undefined)?.conditions;
+      (kube.get('batch/v1', 'Job', 'tenantry-anchor-apply-cp-1', 'kube-system').status as { conditions?: unknown[] } | undefined)
+        ?.conditions;
     await eventually(() => ended() !== undefined, 'the earlier Job has ended');
     kube.create({
       apiVersion: 'batch/v1',
