@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
  * The chart values the bootstrap commands read (`--values`, as helm takes them: several files, later ones
  * win, maps merge). Defaults are those of charts/tenantry/values.yaml; a test holds them equal.
  */
-export interface EndpointValues {
+interface EndpointValues {
   enabled: boolean;
   vip: string;
   name: string;

@@ -24,10 +24,10 @@ export const KEYS = {
   systemSnatIps: 'SYSTEM_SNAT_IPS',
 } as const;
 
-export const ADDRESS_LAYERS = ['none', 'lb-l2', 'lb-bgp'] as const;
-export type AddressLayer = (typeof ADDRESS_LAYERS)[number];
+const ADDRESS_LAYERS = ['none', 'lb-l2', 'lb-bgp'] as const;
+type AddressLayer = (typeof ADDRESS_LAYERS)[number];
 
-export interface Anchor {
+interface Anchor {
   node: string;
   address: Address;
   /** The prefix length when the pair was written `<node>=<ip>/<prefix>`. */

@@ -11,7 +11,7 @@ import { type NetworkFacts, readNetwork } from './network.ts';
 import { EXIT, type ExitCode, type Io, json } from './output.ts';
 import { type NodeFacts, nodeFacts } from './topology/facts.ts';
 
-export interface ConfigCheckInputs {
+interface ConfigCheckInputs {
   config: ClusterConfig;
   problems: Problem[];
   network: NetworkFacts;
@@ -152,7 +152,7 @@ export function checkConfig(inputs: ConfigCheckInputs): { violations: Violation[
   return { violations, notes };
 }
 
-export interface ConfigCheckOptions extends ConfigOptions {
+interface ConfigCheckOptions extends ConfigOptions {
   json?: boolean;
   values: string[];
   northboundListing?: string;

@@ -1,11 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { type ChartValues, loadChartValues, ValuesError } from './chart-values.ts';
 import { type ClusterConfig, type Problem, parseClusterConfig, parseConfigText } from './cluster-config.ts';
+import { DEFAULT_CONFIGMAP } from './defaults.ts';
 import { type BootstrapKube, unreadable } from './kube.ts';
 import { BootstrapError, EXIT } from './output.ts';
-
-/** Where a GitOps install keeps the cluster configuration (Flux substitutes it into the manifests); decision 121. */
-export const DEFAULT_CONFIGMAP = 'flux-system/cluster-config';
 
 export interface ConfigOptions {
   /** The operator's configuration file (`cluster-config.env`, or a ConfigMap manifest). */
@@ -14,7 +12,7 @@ export interface ConfigOptions {
   configmap?: string;
 }
 
-export interface LoadedConfig {
+interface LoadedConfig {
   config: ClusterConfig;
   problems: Problem[];
 }

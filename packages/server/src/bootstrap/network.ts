@@ -4,7 +4,7 @@ import type { BootstrapKube } from './kube.ts';
 import { unreadable } from './kube.ts';
 
 /** Kube-OVN's default VPC: its router port into the external subnet is the management router port (decision 122). */
-export const MANAGEMENT_VPC = 'ovn-cluster';
+const MANAGEMENT_VPC = 'ovn-cluster';
 const GROUP = 'kubeovn.io';
 const VERSION = 'v1';
 

@@ -6,7 +6,7 @@ export function sleep(scheduler: Scheduler, ms: number): Promise<void> {
   return new Promise((resolve) => scheduler.schedule(ms, resolve));
 }
 
-export type RolloutState = { done: true } | { done: false; failed: boolean; message: string };
+type RolloutState = { done: true } | { done: false; failed: boolean; message: string };
 
 /**
  * Where a Deployment's rollout stands, by the rules `kubectl rollout status` uses: the controller has seen
@@ -30,7 +30,7 @@ export function rolloutState(deployment: V1Deployment): RolloutState {
   return { done: true };
 }
 
-export type JobState =
+type JobState =
   | { phase: 'running'; detail: string }
   | { phase: 'succeeded'; message: string }
   | { phase: 'failed'; message: string; exitCode?: number };

@@ -1,5 +1,6 @@
 import { type Command, Option } from 'commander';
 import type { AnchorOptions } from '../bootstrap/anchors/commands.ts';
+import * as D from '../bootstrap/defaults.ts';
 import type { BootstrapKube } from '../bootstrap/kube.ts';
 import type { ExitCode, Io } from '../bootstrap/output.ts';
 import type { ResolverOptions } from '../bootstrap/resolvers/commands.ts';
@@ -33,7 +34,7 @@ function common(command: Command): Command {
 function configFlags(command: Command): Command {
   return command
     .option('--config <file>', "the operator's cluster configuration file (cluster-config.env, or a ConfigMap manifest)")
-    .option('--configmap <namespace/name>', 'the cluster configuration ConfigMap (default: flux-system/cluster-config)');
+    .option('--configmap <namespace/name>', `the cluster configuration ConfigMap (default: ${D.DEFAULT_CONFIGMAP})`);
 }
 
 /**
@@ -87,15 +88,15 @@ interface AnchorFlags extends CommonFlags {
 
 function anchorFlags(command: Command): Command {
   return configFlags(common(command))
-    .option('--namespace <ns>', 'namespace the per-node Jobs run in (must allow host-network pods)', 'kube-system')
-    .option('--image <image>', 'image of the per-node Jobs (needs sh and ip)', 'busybox:1.36.1')
+    .option('--namespace <ns>', 'namespace the per-node Jobs run in (must allow host-network pods)', D.DEFAULT_JOB_NAMESPACE)
+    .option('--image <image>', 'image of the per-node Jobs (needs sh, ip, awk and cmp)', D.DEFAULT_JOB_IMAGE)
     .option('--interface <name>', 'the external bridge (default: EXT_NET_ANCHOR_INTERFACE, else br-ext-cloud)')
     .option(
       '--northbound-listing <file>',
       'output of `ovn-nbctl --columns=name,networks list logical_router_port`, for router ports without a Kube-OVN resource',
     )
-    .option('--timeout <seconds>', 'how long to wait for each node', '300')
-    .option('--bridge-timeout <seconds>', 'how long a node waits for its bridge to exist', '120')
+    .option('--timeout <seconds>', 'how long to wait for each node', String(D.DEFAULT_NODE_TIMEOUT_SECONDS))
+    .option('--bridge-timeout <seconds>', 'how long a node waits for its bridge to exist', String(D.DEFAULT_BRIDGE_TIMEOUT_SECONDS))
     .option('--keep-jobs', 'keep the Jobs that succeeded (failed ones are always kept)');
 }
 
@@ -129,7 +130,7 @@ interface ResolverFlags extends CommonFlags {
 function resolverCommand(parent: Command, mode: 'apply' | 'remove', description: string): void {
   const command = configFlags(common(parent.command(mode).description(description)))
     .option('--values <file>', 'chart values file with platform.hostnames (repeatable; later files win)', collect, [])
-    .option('--selector <labels>', 'label selector of the per-project resolver Deployments', 'ovn.kubernetes.io/vpc-dns=true')
+    .option('--selector <labels>', 'label selector of the per-project resolver Deployments', D.RESOLVER_SELECTOR)
     .option('--namespace <ns>', 'only resolvers in this namespace (default: all)')
     .option(
       '--corefile-configmap <namespace/name>',
@@ -137,9 +138,9 @@ function resolverCommand(parent: Command, mode: 'apply' | 'remove', description:
       collect,
       [],
     )
-    .option('--timeout <seconds>', 'how long to wait for each rollout', '180')
+    .option('--timeout <seconds>', 'how long to wait for each rollout', String(D.DEFAULT_ROLLOUT_TIMEOUT_SECONDS))
     .option('--dry-run', 'print the entries and the changes, change nothing');
-  if (mode === 'apply') command.option('--ttl <seconds>', 'TTL of the hosts answers', '30');
+  if (mode === 'apply') command.option('--ttl <seconds>', 'TTL of the hosts answers', String(D.DEFAULT_TTL_SECONDS));
   command.action(async (flags: ResolverFlags) => {
     const { systemScheduler } = await import('../infra/scheduler.ts');
     const options: ResolverOptions = {
@@ -147,8 +148,8 @@ function resolverCommand(parent: Command, mode: 'apply' | 'remove', description:
       values: flags.values,
       selector: flags.selector,
       ...(flags.namespace ? { namespace: flags.namespace } : {}),
-      corefileConfigMaps: flags.corefileConfigmap.length > 0 ? flags.corefileConfigmap : ['kube-system/vpc-dns-corefile'],
-      ttl: whole('--ttl', flags.ttl ?? '30', 1),
+      corefileConfigMaps: flags.corefileConfigmap.length > 0 ? flags.corefileConfigmap : [D.DEFAULT_COREFILE_CONFIGMAP],
+      ttl: whole('--ttl', flags.ttl ?? String(D.DEFAULT_TTL_SECONDS), 1),
       timeoutSeconds: whole('--timeout', flags.timeout, 1),
       pollMs: whole('--poll-ms', flags.pollMs ?? '1000', 1),
       dryRun: flags.dryRun === true,
@@ -175,8 +176,8 @@ export function registerBootstrapCommands(program: Command): void {
     .option('--gateway-service <namespace/name>', 'the gateway Service, when it is not labelled by Envoy Gateway')
     .option('--project-namespace <ns>', 'a project namespace, for the manual test command')
     .option('--login-host <host>', "the identity provider's hostname, for the manual test (default: platform.hostnames.login)")
-    .option('--well-known-path <path>', "the identity provider's discovery path", '/realms/master/.well-known/openid-configuration')
-    .option('--image <image>', 'image of the manual test pod', 'curlimages/curl:8.11.1')
+    .option('--well-known-path <path>', "the identity provider's discovery path", D.DEFAULT_WELL_KNOWN_PATH)
+    .option('--image <image>', 'image of the manual test pod', D.DEFAULT_DIAGNOSTIC_IMAGE)
     .action(
       async (
         flags: CommonFlags & {

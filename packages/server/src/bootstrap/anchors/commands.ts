@@ -37,7 +37,7 @@ export interface AnchorPlan {
 }
 
 /** Reads the configuration and the cluster and runs every anchor rule (both commands start here). */
-export async function planAnchors(kube: BootstrapKube, options: AnchorOptions): Promise<AnchorPlan> {
+async function planAnchors(kube: BootstrapKube, options: AnchorOptions): Promise<AnchorPlan> {
   const loaded = await loadClusterConfig(options, kube);
   if (!loaded) throw new Error('unreachable: a required configuration is never undefined');
   const listing = await readOptionalFile(options.northboundListing, 'the northbound listing');
@@ -109,7 +109,7 @@ export async function anchorsApply(kube: BootstrapKube, options: AnchorOptions, 
       io.out(
         `\nDry run: nothing was changed. For each node, apply would create the Job below, wait for it (up to ${options.timeoutSeconds}s),\n` +
           `and delete it once it succeeded. A finished Job of the same name from an earlier run is replaced. The Job\n` +
-          `writes ${'/etc/tenantry/anchor-bind'} and ${'/etc/systemd/system/tenantry-anchor.service'} (enabled), waits up to ${options.bridgeTimeoutSeconds}s for ${plan.iface}, and binds the anchor.\n\n`,
+          `writes /etc/tenantry/anchor-bind and /etc/systemd/system/tenantry-anchor.service (enabled), waits up to ${options.bridgeTimeoutSeconds}s for ${plan.iface}, and binds the anchor.\n\n`,
       );
       io.out(jobs.map(({ job }) => `---\n${stringify(job, { lineWidth: 0, aliasDuplicateObjects: false })}`).join(''));
     }

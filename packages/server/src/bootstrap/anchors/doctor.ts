@@ -4,7 +4,7 @@ import { table } from '../output.ts';
 import type { AnchorPlan } from './commands.ts';
 import type { JobOutcome } from './run.ts';
 
-export interface NodeAnchorState {
+interface NodeAnchorState {
   node: string;
   anchor: string;
   interface: string;
@@ -19,7 +19,7 @@ export interface NodeAnchorState {
   problems: string[];
 }
 
-export interface AnchorsReport {
+interface AnchorsReport {
   healthy: boolean;
   nodes: NodeAnchorState[];
 }

@@ -10,9 +10,9 @@ import type { V1Job } from '@kubernetes/client-node';
  * way `systemctl enable` does it (a symlink in multi-user.target.wants), so the bind survives a reboot
  * without the Job needing the host's PID namespace.
  */
-export const UNIT_NAME = 'tenantry-anchor.service';
-export const HOST_UNIT_DIR = '/etc/systemd/system';
-export const HOST_SCRIPT_DIR = '/etc/tenantry';
+const UNIT_NAME = 'tenantry-anchor.service';
+const HOST_UNIT_DIR = '/etc/systemd/system';
+const HOST_SCRIPT_DIR = '/etc/tenantry';
 const MOUNT_UNIT_DIR = '/host/etc/systemd/system';
 const MOUNT_SCRIPT_DIR = '/host/etc/tenantry';
 
@@ -51,7 +51,7 @@ const LIST_ADDRESSES = `ip -o addr show dev "$IFACE" | awk '{for (i = 1; i < NF;
  * In the Job: persist (bind script, unit, enable link; rewritten only when different), wait for the bridge,
  * then bind: an address already there is left alone, the same address with another prefix is replaced.
  */
-export const APPLY_SCRIPT = `set -eu
+const APPLY_SCRIPT = `set -eu
 OUT="\${MESSAGE_FILE:-/dev/termination-log}"
 : > "$OUT"
 say() { printf '%s\\n' "$1" >> "$OUT"; }
@@ -81,7 +81,7 @@ if [ "$state" = added ]; then ip addr add "$ADDRESS" dev "$IFACE"; fi
 say "address=$state"`;
 
 /** In the Job: report the bridge's addresses and whether the unit is current and enabled; changes nothing. */
-export const CHECK_SCRIPT = `set -eu
+const CHECK_SCRIPT = `set -eu
 OUT="\${MESSAGE_FILE:-/dev/termination-log}"
 : > "$OUT"
 say() { printf '%s\\n' "$1" >> "$OUT"; }
@@ -96,7 +96,7 @@ elif [ "$(cat "$UNIT_DIR/${UNIT_NAME}")" = "$UNIT" ]; then say "unit=current"
 else say "unit=different"; fi
 if [ -L "$UNIT_DIR/multi-user.target.wants/${UNIT_NAME}" ]; then say "enabled=yes"; else say "enabled=no"; fi`;
 
-export type AnchorAction = 'apply' | 'check';
+type AnchorAction = 'apply' | 'check';
 
 /** A Job name of at most 63 characters (its pods carry it in a label), unique per node. */
 export function jobName(action: AnchorAction, node: string): string {
@@ -107,7 +107,7 @@ export function jobName(action: AnchorAction, node: string): string {
   return `${base}${clean.slice(0, 63 - base.length - 7).replace(/-+$/, '')}-${hash}`;
 }
 
-export interface AnchorJobSpec {
+interface AnchorJobSpec {
   action: AnchorAction;
   node: string;
   /** `ip/prefix`. */

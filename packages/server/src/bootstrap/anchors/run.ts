@@ -4,7 +4,7 @@ import { type BootstrapKube, describe } from '../kube.ts';
 import { jobState, sleep } from '../wait.ts';
 import { parseMessage } from './job.ts';
 
-export interface JobRunOptions {
+interface JobRunOptions {
   scheduler: Scheduler;
   /** How long to wait for one Job to finish. */
   timeoutMs: number;
@@ -25,12 +25,7 @@ const ENDED = (job: V1Job) =>
  * one means another run is under way: refused), creates it, polls it and its pod, and returns what the pod's
  * termination message said. Never throws: a failure is this node's outcome, not the others'.
  */
-export async function runJob(
-  kube: BootstrapKube,
-  job: V1Job,
-  options: JobRunOptions,
-  onProgress: (detail: string) => void,
-): Promise<JobOutcome> {
+async function runJob(kube: BootstrapKube, job: V1Job, options: JobRunOptions, onProgress: (detail: string) => void): Promise<JobOutcome> {
   const namespace = job.metadata?.namespace ?? '';
   const name = job.metadata?.name ?? '';
   const fail = (error: string, kept = false, values = new Map<string, string[]>()): JobOutcome => ({ ok: false, error, values, kept });

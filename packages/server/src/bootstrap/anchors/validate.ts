@@ -18,7 +18,7 @@ export interface ResolvedAnchor {
   cidr: string;
 }
 
-export interface AnchorInputs {
+interface AnchorInputs {
   config: ClusterConfig;
   problems: Problem[];
   nodes: NodeFacts[];

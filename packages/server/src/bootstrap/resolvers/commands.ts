@@ -9,11 +9,7 @@ import { CorefileError, editCorefile, type HostsEntry } from './corefile.ts';
 import { planHosts } from './hosts.ts';
 import { waitForRollouts } from './rollouts.ts';
 
-/** Kube-OVN labels every per-VPC resolver Deployment (`vpc-dns-<name>`) with this (decision 126). */
-export const RESOLVER_SELECTOR = 'ovn.kubernetes.io/vpc-dns=true';
-/** Kube-OVN's shared resolver configuration; patched even before any resolver mounts it. */
-export const DEFAULT_COREFILE_CONFIGMAP = 'kube-system/vpc-dns-corefile';
-export const COREFILE_KEY = 'Corefile';
+const COREFILE_KEY = 'Corefile';
 /** Set on each resolver's pod template to the hash of the configuration it runs; changing it rolls the pods. */
 export const CONFIG_ANNOTATION = 'tenantry.io/resolver-config';
 

@@ -21,7 +21,7 @@ export interface HostsEdit {
   vips: string[];
 }
 
-export interface CorefileResult {
+interface CorefileResult {
   text: string;
   changed: boolean;
   /** Root server blocks edited. */
@@ -33,7 +33,7 @@ export interface CorefileResult {
 export class CorefileError extends Error {}
 
 /** Written above the entries this command manages; recognised and replaced on the next run. */
-export const MARKER = '# platform endpoints: managed by tenantry bootstrap resolvers';
+const MARKER = '# platform endpoints: managed by tenantry bootstrap resolvers';
 
 interface Line {
   text: string;

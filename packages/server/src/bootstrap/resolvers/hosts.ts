@@ -2,7 +2,7 @@ import type { ChartValues } from '../chart-values.ts';
 import { type ClusterConfig, KEYS, type Problem } from '../cluster-config.ts';
 import type { HostsEntry } from './corefile.ts';
 
-export interface HostsPlan {
+interface HostsPlan {
   entries: HostsEntry[];
   /** Every platform hostname the values name (taken out before the entries go in, and by `remove`). */
   platformNames: string[];

@@ -15,9 +15,10 @@ import { assertGolden } from '../../../test/golden.ts';
 import type { DeploymentController } from '../../../test/kube-api/controllers.ts';
 import type { KubeApi } from '../../../test/kube-api/index.ts';
 import { ManualScheduler, systemScheduler } from '../../infra/scheduler.ts';
+import { RESOLVER_SELECTOR } from '../defaults.ts';
 import type { BootstrapKube } from '../kube.ts';
 import { EXIT, memoryIo } from '../output.ts';
-import { CONFIG_ANNOTATION, RESOLVER_SELECTOR, type ResolverOptions, resolvers } from './commands.ts';
+import { CONFIG_ANNOTATION, type ResolverOptions, resolvers } from './commands.ts';
 
 const LABELS = { 'ovn.kubernetes.io/vpc-dns': 'true' };
 

@@ -12,9 +12,10 @@ import {
 } from '../../../test/bootstrap-clusters.ts';
 import { assertGolden } from '../../../test/golden.ts';
 import type { KubeApi } from '../../../test/kube-api/index.ts';
+import { DEFAULT_DIAGNOSTIC_IMAGE, DEFAULT_WELL_KNOWN_PATH } from '../defaults.ts';
 import type { BootstrapKube } from '../kube.ts';
 import { BootstrapError, EXIT, memoryIo } from '../output.ts';
-import { DEFAULT_DIAGNOSTIC_IMAGE, DEFAULT_WELL_KNOWN_PATH, doctorTopology, type TopologyOptions } from './doctor.ts';
+import { doctorTopology, type TopologyOptions } from './doctor.ts';
 
 /** Each fixture seeds one cluster; its table and JSON output are compared with test/golden/bootstrap/topology-<name>.*. */
 const FIXTURES: Record<string, { seed: (kube: KubeApi) => void; expect: [string, string, string] }> = {

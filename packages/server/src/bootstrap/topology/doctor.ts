@@ -17,10 +17,6 @@ export interface TopologyOptions extends ConfigOptions {
   image: string;
 }
 
-/** Keycloak's discovery document for the master realm: the identity provider the platform runs. */
-export const DEFAULT_WELL_KNOWN_PATH = '/realms/master/.well-known/openid-configuration';
-export const DEFAULT_DIAGNOSTIC_IMAGE = 'curlimages/curl:8.11.1';
-
 /**
  * `tenantry bootstrap doctor topology`: the evidence, the class, the verdict and the confidence. Every verdict
  * exits 0; only a cluster that cannot be read (3) or bad flags (2) do not.

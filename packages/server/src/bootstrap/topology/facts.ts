@@ -3,10 +3,10 @@ import type { BootstrapKube } from '../kube.ts';
 import { unreadable } from '../kube.ts';
 import { isPlatformEndpoint } from '../network.ts';
 
-export const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/control-plane', 'node-role.kubernetes.io/master'];
+const CONTROL_PLANE_LABELS = ['node-role.kubernetes.io/control-plane', 'node-role.kubernetes.io/master'];
 export const EXCLUDE_FROM_LB_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
 /** Envoy Gateway labels the Services and workloads it generates for a Gateway with this. */
-export const GATEWAY_OWNER_LABEL = 'gateway.envoyproxy.io/owning-gateway-name';
+const GATEWAY_OWNER_LABEL = 'gateway.envoyproxy.io/owning-gateway-name';
 
 export interface NodeFacts {
   name: string;
@@ -26,7 +26,7 @@ export interface GatewayServiceFacts {
   ingress: Array<{ ip?: string; hostname?: string }>;
 }
 
-export interface GatewayWorkloadFacts {
+interface GatewayWorkloadFacts {
   kind: 'Deployment' | 'DaemonSet';
   namespace: string;
   name: string;

@@ -3,7 +3,7 @@ import type { Classification } from './classify.ts';
 import type { TopologyFacts } from './facts.ts';
 import type { Signal } from './signals.ts';
 
-export interface ManualChecks {
+interface ManualChecks {
   /** Decision aid 3: from a project pod, the identity provider's well-known path with a 6-second timeout. */
   manualTest: { commands: string[]; expect: string };
   /** Decision aid 4: on a control-plane node, is a public address on the external bridge and routed through it? */
@@ -16,7 +16,7 @@ export interface TopologyReport extends Classification {
   manualChecks?: ManualChecks;
 }
 
-export interface ManualCheckOptions {
+interface ManualCheckOptions {
   projectNamespace?: string;
   loginHost?: string;
   wellKnownPath: string;
