@@ -36,6 +36,18 @@ interface ConfigMapState {
   leftovers: HostsEntry[];
 }
 
+/** Runs `work` over the items, a few at a time: many resolvers, without flooding the API server. */
+async function inParallel<T>(items: T[], work: (item: T) => Promise<void>, limit = 8): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await work(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 function mounted(deployment: V1Deployment): string[] {
   const namespace = deployment.metadata?.namespace ?? '';
   const names = new Set<string>();
@@ -95,7 +107,8 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
   const loaded = await loadClusterConfig(options, kube);
   if (!loaded) throw new Error('unreachable: a required configuration is never undefined');
   const plan = planHosts(loaded.config, values, mode);
-  const vipProblems = loaded.problems.filter((p) => p.field.endsWith('_VIP') || p.field.endsWith('_ENABLED'));
+  // Apply needs the switches and VIPs; remove only takes names out (the VIPs just name leftovers).
+  const vipProblems = mode === 'apply' ? loaded.problems.filter((p) => p.field.endsWith('_VIP') || p.field.endsWith('_ENABLED')) : [];
   const problems = [...vipProblems, ...plan.problems];
   if (problems.length > 0) {
     io.out(
@@ -119,10 +132,12 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
   const edit = { entries: plan.entries, remove: plan.platformNames, ...(mode === 'apply' ? { ttl: options.ttl } : {}), vips: plan.vips };
   const refs = [...new Set([...options.corefileConfigMaps, ...deployments.flatMap(mounted)])].sort();
   const states = new Map<string, ConfigMapState>();
-  for (const ref of refs) {
+  await inParallel(refs, async (ref) => {
     const state = await editConfigMap(kube, ref, edit, options.dryRun === true);
     if (state) states.set(ref, state);
-  }
+  });
+  // Edited side by side: listed in the order of `refs`, whatever order they finished in.
+  const edited = refs.flatMap((ref) => states.get(ref) ?? []);
   if (states.size === 0 && deployments.length === 0) {
     io.err(
       `note: no resolver Deployment matches ${options.selector}${options.namespace ? ` in ${options.namespace}` : ''}, and no Corefile ConfigMap was found: nothing to do\n`,
@@ -158,7 +173,7 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
         json({
           dryRun: true,
           entries: plan.entries,
-          configMaps: [...states.values()].map(({ corefile: _c, ...rest }) => rest),
+          configMaps: edited.map(({ corefile: _c, ...rest }) => rest),
           resolvers: rows.map((r) => ({
             resolver: r.key,
             configMaps: r.configMaps,
@@ -169,7 +184,7 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
       );
     else {
       io.out(renderEntries(plan.entries, mode));
-      for (const state of states.values()) io.out(`\n${state.ref}: ${state.outcome} (${state.detail})\n${state.diff ?? ''}`);
+      for (const state of edited) io.out(`\n${state.ref}: ${state.outcome} (${state.detail})\n${state.diff ?? ''}`);
       io.out(
         `\n${table(
           ['RESOLVER', 'CONFIGMAPS', 'WOULD RESTART'],
@@ -187,7 +202,7 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
 
   const restarts = rows.filter((r) => r.restart === 'restart');
   const restartErrors = new Map<string, string>();
-  for (const row of restarts) {
+  await inParallel(restarts, async (row) => {
     try {
       await kube.patchTemplateAnnotations(row.deployment.metadata?.namespace ?? '', row.deployment.metadata?.name ?? '', {
         [CONFIG_ANNOTATION]: row.hash,
@@ -195,10 +210,10 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
     } catch (error) {
       restartErrors.set(row.key, `cannot restart it: ${describe(error)}`);
     }
-  }
+  });
   const rollouts = await waitForRollouts(
-    kube,
     restarts.filter((r) => !restartErrors.has(r.key)).map((r) => r.key),
+    () => kube.listDeployments(options.namespace, options.selector),
     { scheduler: options.scheduler, timeoutMs: options.timeoutSeconds * 1000, pollMs: options.pollMs },
     (line) => io.progress(line),
   );
@@ -214,14 +229,14 @@ export async function resolvers(kube: BootstrapKube, mode: 'apply' | 'remove', o
       ok: rollout === 'done' || rollout === 'not needed',
     };
   });
-  const failedConfigMaps = [...states.values()].filter((s) => s.outcome === 'failed');
+  const failedConfigMaps = edited.filter((s) => s.outcome === 'failed');
   const failures = results.filter((r) => !r.ok).length + failedConfigMaps.length;
-  const leftovers = [...states.values()].flatMap((s) => s.leftovers.map((l) => ({ configMap: s.ref, ...l })));
+  const leftovers = edited.flatMap((s) => s.leftovers.map((l) => ({ configMap: s.ref, ...l })));
   if (options.json)
     io.out(
       json({
         entries: plan.entries,
-        configMaps: [...states.values()].map(({ corefile: _c, diff: _d, ...rest }) => rest),
+        configMaps: edited.map(({ corefile: _c, diff: _d, ...rest }) => rest),
         resolvers: results,
         failed: failures,
         ...(mode === 'remove' ? { waitMinutes: 5 } : {}),

@@ -1,58 +1,50 @@
+import type { V1Deployment } from '@kubernetes/client-node';
 import type { Scheduler } from '../../infra/scheduler.ts';
-import { type BootstrapKube, describe } from '../kube.ts';
+import { describe } from '../kube.ts';
 import { rolloutState, sleep } from '../wait.ts';
 
 /**
- * Waits for each Deployment's rollout (`namespace/name`), side by side, reporting progress as one line; returns
- * `done`, or why not (failed, deleted, timed out), per Deployment.
+ * Waits for the rollouts of the Deployments named `namespace/name`, reporting progress as one line. Each
+ * round is one list call (`list`, the query that found them), not one read per Deployment, so hundreds of
+ * resolvers cost the API server one request a round. Returns `done`, or why not (failed, gone, timed out).
  */
 export async function waitForRollouts(
-  kube: BootstrapKube,
   keys: string[],
+  list: () => Promise<V1Deployment[]>,
   options: { scheduler: Scheduler; timeoutMs: number; pollMs: number },
   progress: (line: string) => void,
 ): Promise<Map<string, string>> {
+  const results = new Map<string, string>();
   const waiting = new Map<string, string>(keys.map((key) => [key, 'restarting']));
-  let done = 0;
   const report = () => {
     const open = [...waiting.entries()].map(([key, state]) => `${key}: ${state}`);
-    progress(`resolvers: ${done} of ${keys.length} rolled out${open.length > 0 ? `; ${open.join(', ')}` : ''}`);
+    progress(`resolvers: ${results.size} of ${keys.length} rolled out${open.length > 0 ? `; ${open.join(', ')}` : ''}`);
   };
-  if (keys.length > 0) report();
-  const results = await Promise.all(
-    keys.map(async (key) => {
-      const [namespace = '', name = ''] = key.split('/');
-      const started = options.scheduler.nowMs();
-      let last = 'restarting';
-      let result: string;
-      for (;;) {
-        try {
-          const state = rolloutState(await kube.getDeployment(namespace, name));
-          if (state.done) {
-            result = 'done';
-            break;
-          }
-          if (state.failed) {
-            result = `failed: ${state.message}`;
-            break;
-          }
-          last = state.message;
-        } catch (error) {
-          last = `cannot read it: ${describe(error)}`;
-        }
-        waiting.set(key, last);
-        report();
-        if (options.scheduler.nowMs() - started >= options.timeoutMs) {
-          result = `timed out after ${Math.round(options.timeoutMs / 1000)}s (${last})`;
-          break;
-        }
-        await sleep(options.scheduler, options.pollMs);
+  if (keys.length === 0) return results;
+  report();
+  const started = options.scheduler.nowMs();
+  for (;;) {
+    try {
+      const found = new Map((await list()).map((d) => [`${d.metadata?.namespace}/${d.metadata?.name}`, d]));
+      for (const key of [...waiting.keys()]) {
+        const deployment = found.get(key);
+        const state = deployment ? rolloutState(deployment) : undefined;
+        if (!state) results.set(key, 'failed: the Deployment is gone');
+        else if (state.done) results.set(key, 'done');
+        else if (state.failed) results.set(key, `failed: ${state.message}`);
+        else waiting.set(key, state.message);
+        if (results.has(key)) waiting.delete(key);
       }
-      waiting.delete(key);
-      done += 1;
-      report();
-      return [key, result] as const;
-    }),
-  );
-  return new Map(results);
+    } catch (error) {
+      // A failed read is retried next round, until the deadline: the rollouts go on regardless.
+      for (const key of waiting.keys()) waiting.set(key, `cannot read it: ${describe(error)}`);
+    }
+    report();
+    if (waiting.size === 0) return results;
+    if (options.scheduler.nowMs() - started >= options.timeoutMs) {
+      for (const [key, last] of waiting) results.set(key, `timed out after ${Math.round(options.timeoutMs / 1000)}s (${last})`);
+      return results;
+    }
+    await sleep(options.scheduler, options.pollMs);
+  }
 }
