@@ -230,6 +230,12 @@ describe('bootstrap anchors apply and doctor anchors', () => {
     assert.equal(hosts.runs.length, 0);
   });
 
+  test('an interface name that is not one is bad input', async () => {
+    const io = memoryIo();
+    assert.equal(await anchorsApply(client, options({ interface: 'br-ext cloud', dryRun: true }), io), EXIT.badInput);
+    assert.match(io.stdout, /readable +--interface +"br-ext cloud" is not a network interface name/);
+  });
+
   test('Job names fit in a label for any node name', () => {
     assert.equal(jobName('apply', 'cp-1'), 'tenantry-anchor-apply-cp-1');
     const long = jobName('check', 'control-plane-1.rack-17.eu-west.dc.example.com');

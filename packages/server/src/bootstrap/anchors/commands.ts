@@ -59,7 +59,15 @@ async function planAnchors(kube: BootstrapKube, options: AnchorOptions): Promise
     nodes: nodes.map(nodeFacts),
     network,
   });
-  return { config: loaded.config, network, iface: options.interface ?? loaded.config.anchorInterface, anchors, violations };
+  const iface = options.interface ?? loaded.config.anchorInterface;
+  // It goes into a systemd unit line and `ip` commands: a Linux interface name and nothing else.
+  if (!/^[A-Za-z0-9_.:-]{1,15}$/.test(iface))
+    violations.unshift({
+      rule: 'readable',
+      subject: options.interface ? '--interface' : 'EXT_NET_ANCHOR_INTERFACE',
+      message: `"${iface}" is not a network interface name`,
+    });
+  return { config: loaded.config, network, iface, anchors: violations.length === 0 ? anchors : [], violations };
 }
 
 export function renderViolations(violations: Violation[]): string {
