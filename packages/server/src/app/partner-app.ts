@@ -5,6 +5,7 @@ import { authRoutes } from '../auth/routes.ts';
 import { capacityRoutes } from '../capacity/routes.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
+import { docsRoutes } from '../docs/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
@@ -50,6 +51,8 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
   });
 
   await app.register(healthRoutes, { db: database.db });
+  // The API reference (/docs) and a landing page (/), for people with a browser.
+  await app.register(docsRoutes, { documentUrl: `${PARTNER_API_PREFIX}/openapi.json` });
   await app.register(consoleRoutes, { services });
   await app.register(
     async (api) => {

@@ -1,18 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
+import type { EventStreamOptions } from '../events/stream.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
+import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
 import { migrateToLatest } from '../infra/db/migrate.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
+import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import type { Resolver } from '../webhooks/destination.ts';
 import { buildPartnerApp, type PartnerRoute } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
+import { databaseStartupError, listenStartupError } from './startup-errors.ts';
 
 export interface RunningServer {
   services: Services;
@@ -40,6 +44,8 @@ export interface StartOptions {
   webhookPollMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
+  /** The event stream's timing (tests poll faster). */
+  eventStreams?: Partial<EventStreamOptions>;
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -52,19 +58,37 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     options.logger ??
     pino({ level: config.logLevel, base: { service: 'tenantry' } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
   const clock = options.clock ?? systemClock;
+  // The data directory holds the embedded database, the generated operator token and the secret
+  // key file, whichever of them this deployment uses: owner-only, or start-up stops.
+  const usesDataDir =
+    (options.database === undefined && config.databaseUrl === undefined) ||
+    config.operatorToken === undefined ||
+    (config.secretKey === undefined && config.secretKeyFile === undefined);
+  if (usesDataDir) {
+    const { repaired } = prepareDataDir(config.dataDir, { fix: config.fixPermissions });
+    if (repaired > 0) logger.warn({ data_dir: config.dataDir, entries: repaired }, 'data directory made owner-only');
+  }
+  const secretKeys = loadSecretKeys(config);
   const database =
     options.database ??
     (await openDatabase(
       config.databaseUrl ? { kind: 'postgres', url: config.databaseUrl } : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
-    ));
+    ).catch((error: unknown) => {
+      throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
+    }));
   const ownsDatabase = options.database === undefined;
 
   let publicUrl = config.publicUrl;
   try {
-    const applied = await migrateToLatest(database.db);
+    // The first statement: an unreachable database is reported here, naming its setting.
+    const applied = await migrateToLatest(database.db).catch((error: unknown) => {
+      throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
+    });
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
+    database.secureFiles();
     const services = await createServices({
       database,
+      secretBox: secretKeys.box,
       clock,
       logger,
       partnerCacheMs: config.partnerCacheMs,
@@ -74,14 +98,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       sandboxAddressRanges: options.sandboxAddressRanges,
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
+      eventStreams: options.eventStreams,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
     const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
     const operatorApp = await buildOperatorApp(services, logger, operatorToken);
-    const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port });
+    const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port }).catch(async (error: unknown) => {
+      await operatorApp.close();
+      throw listenStartupError(error, 'partner', config.listen) ?? error;
+    });
     publicUrl = config.publicUrlConfigured ? config.publicUrl : partnerUrl;
-    const operatorUrl = await operatorApp.listen({ host: config.operatorListen.host, port: config.operatorListen.port });
+    const operatorUrl = await operatorApp
+      .listen({ host: config.operatorListen.host, port: config.operatorListen.port })
+      .catch(async (error: unknown) => {
+        await partnerApp.close();
+        throw listenStartupError(error, 'operator', config.operatorListen) ?? error;
+      });
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.
     services.engine.start(options.enginePollMs);
@@ -93,10 +126,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       deleteExpiredOperations(database.db, now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
       services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));
+      try {
+        database.secureFiles();
+      } catch (err) {
+        logger.warn({ err }, 'making the data directory owner-only failed');
+      }
     }, MAINTENANCE_INTERVAL_MS);
     maintenance.unref();
 
-    logger.info({ partner_api: partnerUrl, operator_api: operatorUrl, embedded_database: database.embedded }, 'tenantry serving');
+    logger.info(
+      {
+        partner_api: partnerUrl,
+        operator_api: operatorUrl,
+        embedded_database: database.embedded,
+        secret_key: { id: secretKeys.box.activeKeyId, source: secretKeys.source },
+      },
+      'tenantry serving',
+    );
     logger.flush();
     // A quiet server still writes its log lines within a second.
     const logFlush = setInterval(() => logger.flush(), 1_000);
@@ -136,11 +182,6 @@ export async function startServer(config: Config, options: StartOptions = {}): P
  */
 export function loadOrCreateOperatorToken(dataDir: string): string {
   const path = join(dataDir, 'operator-token');
-  mkdirSync(dataDir, { recursive: true });
-  try {
-    writeFileSync(path, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
+  writePrivateFile(path, `${randomBytes(32).toString('base64url')}\n`, { onlyIfAbsent: true });
   return readFileSync(path, 'utf8').trim();
 }

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { AccessTokenCodec } from '../auth/access-tokens.ts';
+import { KeyCache } from '../auth/key-cache.ts';
 import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
 import { QuotaService } from '../capacity/quotas.ts';
@@ -7,10 +8,12 @@ import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { CustomerService } from '../customers/service.ts';
 import { EventService } from '../events/service.ts';
+import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
+import type { SecretBox } from '../infra/secrets/secret-box.ts';
 import { loadServerSecrets } from '../infra/secrets/server-secrets.ts';
 import { OperationEngine } from '../operations/engine.ts';
 import { OperationService } from '../operations/service.ts';
@@ -24,12 +27,15 @@ import { UsageService } from '../usage/service.ts';
 import { UserService } from '../users/service.ts';
 import { DestinationGuard, type Resolver } from '../webhooks/destination.ts';
 import { WebhookDispatcher } from '../webhooks/dispatcher.ts';
+import { resealWebhookSecrets, WebhookSecrets } from '../webhooks/secrets.ts';
 import { WebhookSender } from '../webhooks/sender.ts';
 import { WebhookService } from '../webhooks/service.ts';
 
 /** What the composition root needs to know to wire the modules together. */
 export interface ServiceOptions {
   database: DatabaseHandle;
+  /** Seals and opens secrets at rest, with the key kept outside the database. */
+  secretBox: SecretBox;
   clock: Clock;
   logger: Logger;
   partnerCacheMs: number;
@@ -44,6 +50,8 @@ export interface ServiceOptions {
   webhookCa?: string | undefined;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver | undefined;
+  /** The event stream's timing (tests poll faster). */
+  eventStreams?: Partial<EventStreamOptions> | undefined;
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */
@@ -65,6 +73,7 @@ export interface Services {
   console: ConsoleService;
   testHelpers: TestHelperService;
   events: EventService;
+  eventStreams: EventStreams;
   webhooks: WebhookService;
   dispatcher: WebhookDispatcher;
   webhookSender: WebhookSender;
@@ -76,9 +85,14 @@ export interface Services {
 export async function createServices(options: ServiceOptions): Promise<Services> {
   const { database, clock } = options;
   const { db, embedded } = database;
-  const secrets = await loadServerSecrets(db);
-  const cursors = new CursorCodec(secrets.cursorSigningKey);
+  const secrets = await loadServerSecrets(db, options.secretBox);
+  const resealed = await resealWebhookSecrets(db, options.secretBox);
+  if (resealed > 0)
+    options.logger.info({ webhooks: resealed, key_id: options.secretBox.activeKeyId }, 'webhook secrets sealed with the active key');
+  const webhookSecrets = new WebhookSecrets(options.secretBox);
+  const cursors = new CursorCodec(secrets.cursorKey);
   const partnerCache = new PartnerCache(db, clock, options.partnerCacheMs);
+  const keyCache = new KeyCache(db, clock);
   const rateLimiter = createRateLimiter(db, embedded, clock);
   // The only platform driver so far; a kubernetes driver will serve live mode, the sandbox staying test mode's.
   const sandbox = new SandboxPlatform({ delayMs: options.sandboxDelayMs, addressRanges: options.sandboxAddressRanges });
@@ -87,27 +101,57 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const onOperationOpened = () => engine.kick();
   const provisioningMs = options.sandboxDelayMs;
   const guard = new DestinationGuard(options.webhookResolver);
-  const sender = new WebhookSender({ guard, extraCa: options.webhookCa });
-  const customers = new CustomerService({ db, cursors, platform, partnerCache, onOperationOpened, provisioningMs });
+  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger: options.logger });
+  // Console access ends with the person, the customer's or the partner's suspension, in the
+  // transaction that makes the change; the console module is built last, so these call it late.
+  let consoleAccess: ConsoleService | undefined;
+  const console = () => consoleAccess as ConsoleService;
+  const customers = new CustomerService({
+    db,
+    cursors,
+    platform,
+    partnerCache,
+    onOperationOpened,
+    provisioningMs,
+    onCustomerSuspended: (trx, uid) => console().revokeCustomer(trx, uid),
+  });
+  const projects = new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs });
+  const users = new UserService({ db, cursors, platform, customers, onUserRemoved: (trx, uid) => console().revokeUser(trx, uid) });
+  consoleAccess = new ConsoleService({ db, clock, platform, customers, users, projects, partnerCache, publicUrl: options.publicUrl });
   return {
     options,
     cursors,
     partnerCache,
-    partners: new PartnerService({ db, clock, cursors, cache: partnerCache, setupMs: Math.round(options.sandboxDelayMs / 3) }),
-    keys: new KeyService(db, clock),
-    auth: new AuthService({ db, clock, tokens: new AccessTokenCodec(secrets.tokenSigningKey), partners: partnerCache, rateLimiter }),
+    partners: new PartnerService({
+      db,
+      clock,
+      cursors,
+      cache: partnerCache,
+      setupMs: Math.round(options.sandboxDelayMs / 3),
+      onPartnerSuspended: (trx, id) => console().revokePartner(trx, id),
+    }),
+    keys: new KeyService(db, clock, keyCache),
+    auth: new AuthService({
+      db,
+      clock,
+      tokens: new AccessTokenCodec(secrets.tokenSigningKey),
+      partners: partnerCache,
+      keys: keyCache,
+      rateLimiter,
+    }),
     platform,
     sandbox,
     engine,
     customers,
-    projects: new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs }),
-    users: new UserService({ db, cursors, platform, customers }),
+    projects,
+    users,
     operations: new OperationService({ db, cursors, customers, engine }),
-    console: new ConsoleService({ db, clock, platform, customers, publicUrl: options.publicUrl }),
+    console: consoleAccess,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
     events: new EventService({ db, cursors }),
-    webhooks: new WebhookService({ db, clock, cursors, guard, sender }),
-    dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, embedded }),
+    eventStreams: new EventStreams({ db, logger: options.logger, options: options.eventStreams }),
+    webhooks: new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger }),
+    dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, secrets: webhookSecrets, embedded }),
     webhookSender: sender,
     capacity: new CapacityService({ db, clock, cursors }),
     quotas: new QuotaService({ db, platform }),

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { fallbackOf } from './settings.ts';
 
 /**
  * The server's configuration (CONTRACT §2): environment variables, overridden
@@ -26,6 +27,12 @@ export interface Config {
   trustProxy: false | number | string[];
   /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
   partnerCacheMs: number;
+  /** The keys that seal secrets at rest (active first), when given in the environment. */
+  secretKey: string | undefined;
+  /** A file holding those keys (a mounted Secret), when given. */
+  secretKeyFile: string | undefined;
+  /** `serve --fix-permissions`: make the data directory owner-only instead of refusing to start. */
+  fixPermissions: boolean;
 }
 
 export interface HostPort {
@@ -51,8 +58,11 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     return value === undefined || value === '' ? undefined : value;
   };
 
-  const listen = parseHostPort('TENANTRY_LISTEN', get('TENANTRY_LISTEN') ?? '127.0.0.1:8080');
-  const operatorListen = parseHostPort('TENANTRY_OPERATOR_LISTEN', get('TENANTRY_OPERATOR_LISTEN') ?? '127.0.0.1:8081');
+  const listen = parseHostPort('TENANTRY_LISTEN', get('TENANTRY_LISTEN') ?? fallbackOf('TENANTRY_LISTEN'));
+  const operatorListen = parseHostPort(
+    'TENANTRY_OPERATOR_LISTEN',
+    get('TENANTRY_OPERATOR_LISTEN') ?? fallbackOf('TENANTRY_OPERATOR_LISTEN'),
+  );
   if (listen.port !== 0 && listen.host === operatorListen.host && listen.port === operatorListen.port) {
     throw new ConfigError(
       'TENANTRY_OPERATOR_LISTEN',
@@ -65,7 +75,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     throw new ConfigError('TENANTRY_DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
   }
 
-  const dataDirRaw = get('TENANTRY_DATA_DIR') ?? './.tenantry';
+  const dataDirRaw = get('TENANTRY_DATA_DIR') ?? fallbackOf('TENANTRY_DATA_DIR');
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(dataDirRaw);
 
   const publicUrlRaw = get('TENANTRY_PUBLIC_URL') ?? `http://${formatHost(listen.host)}:${listen.port}`;
@@ -83,7 +93,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     throw new ConfigError('TENANTRY_OPERATOR_TOKEN', 'must be at least 24 characters');
   }
 
-  const platform = get('TENANTRY_PLATFORM') ?? 'sandbox';
+  const platform = get('TENANTRY_PLATFORM') ?? fallbackOf('TENANTRY_PLATFORM');
   if (platform !== 'sandbox' && platform !== 'kubernetes') {
     throw new ConfigError('TENANTRY_PLATFORM', `must be "sandbox" or "kubernetes", got "${platform}"`);
   }
@@ -107,7 +117,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     }
   }
 
-  const logLevel = get('TENANTRY_LOG_LEVEL') ?? 'info';
+  const logLevel = get('TENANTRY_LOG_LEVEL') ?? fallbackOf('TENANTRY_LOG_LEVEL');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
   }
@@ -121,20 +131,36 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     publicUrlConfigured: get('TENANTRY_PUBLIC_URL') !== undefined,
     operatorToken,
     platform,
-    sandboxDelayMs: parseInteger('TENANTRY_SANDBOX_DELAY_MS', get('TENANTRY_SANDBOX_DELAY_MS') ?? '3000', 0, 3_600_000),
+    sandboxDelayMs: parseInteger(
+      'TENANTRY_SANDBOX_DELAY_MS',
+      get('TENANTRY_SANDBOX_DELAY_MS') ?? fallbackOf('TENANTRY_SANDBOX_DELAY_MS'),
+      0,
+      3_600_000,
+    ),
     osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
     webhookCaFile,
     webhookCa,
     logLevel: logLevel as Config['logLevel'],
-    trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? 'false'),
-    partnerCacheMs: parseInteger('TENANTRY_PARTNER_CACHE_MS', get('TENANTRY_PARTNER_CACHE_MS') ?? '2000', 0, 5000),
+    trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? fallbackOf('TENANTRY_TRUST_PROXY')),
+    partnerCacheMs: parseInteger(
+      'TENANTRY_PARTNER_CACHE_MS',
+      get('TENANTRY_PARTNER_CACHE_MS') ?? fallbackOf('TENANTRY_PARTNER_CACHE_MS'),
+      0,
+      5000,
+    ),
+    secretKey: get('TENANTRY_SECRET_KEY'),
+    secretKeyFile: get('TENANTRY_SECRET_KEY_FILE'),
+    fixPermissions: parseBoolean('TENANTRY_FIX_PERMISSIONS', get('TENANTRY_FIX_PERMISSIONS') ?? fallbackOf('TENANTRY_FIX_PERMISSIONS')),
   };
 }
 
 function parseHostPort(variable: string, value: string): HostPort {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(value);
-  const port = match ? Number(match[3]) : Number.NaN;
-  if (!match || port > 65535) throw new ConfigError(variable, `must be host:port (for example 127.0.0.1:8080), got "${value}"`);
+  if (!match) throw new ConfigError(variable, `must be host:port (for example 127.0.0.1:8080), got "${value}"`);
+  const port = Number(match[3]);
+  if (port > 65535) {
+    throw new ConfigError(variable, `port ${port} is out of range: use 1 to 65535 (or 0 for any free port), got "${value}"`);
+  }
   return { host: match[1] ?? match[2] ?? '', port };
 }
 
@@ -147,6 +173,12 @@ function parseInteger(variable: string, value: string, min: number, max: number)
   const number = Number(value);
   if (number < min || number > max) throw new ConfigError(variable, `must be between ${min} and ${max}, got ${number}`);
   return number;
+}
+
+function parseBoolean(variable: string, value: string): boolean {
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(variable, `must be true or false, got "${value}"`);
 }
 
 /**

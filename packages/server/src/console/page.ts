@@ -7,10 +7,14 @@ function layout(title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
-<style>body{font:15px/1.5 system-ui,sans-serif;max-width:48rem;margin:2rem auto;padding:0 1rem;color:#1d2330}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid #dde}
-.muted{color:#667}</style></head><body>${body}</body></html>`;
+<link rel="stylesheet" href="/console/assets/console.css"></head><body>${body}</body></html>`;
 }
+
+/** Served as a file: the console's Content-Security-Policy allows no inline style or script. */
+export const CONSOLE_CSS = `body{font:15px/1.5 system-ui,sans-serif;max-width:48rem;margin:2rem auto;padding:0 1rem;color:#1d2330}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid #dde}
+.muted{color:#667}
+`;
 
 /** The console's landing page: who is logged in, for which customer, and its projects. */
 export function consolePage({ customer, user, projects }: ConsoleSession): string {

@@ -2,17 +2,35 @@ import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
-import { consoleErrorPage, consolePage } from './page.ts';
+import { CONSOLE_CSS, consoleErrorPage, consolePage } from './page.ts';
 import { CONSOLE_COOKIE } from './service.ts';
 
 /**
  * The console (CONTRACT §7), served beside the partner API on the same
  * listener: a login link opens a session and lands on `/console`.
  */
+export const CONSOLE_SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+} as const;
+
 export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
   const { console: consoleService, options } = services;
   const secure = () => options.publicUrl().startsWith('https://');
   await app.register(cookie);
+  // Every console answer: only our own files run or style the page, no page frames it, and the
+  // one-time login URL never leaves in a Referer.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    reply.headers(CONSOLE_SECURITY_HEADERS);
+    done(null, payload);
+  });
+
+  app.get('/console/assets/console.css', async (_request, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=300').send(CONSOLE_CSS),
+  );
 
   app.get(
     '/console/login/:token',
