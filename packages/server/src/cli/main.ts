@@ -27,6 +27,7 @@ registerCapacityCommands(program);
 registerSecretKeyCommands(program);
 registerProvisioningCommands(program);
 (await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
+(await import('./bootstrap-commands.ts')).registerBootstrapCommands(program);
 registerListenCommands(program);
 
 program

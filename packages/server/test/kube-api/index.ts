@@ -5,12 +5,14 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { generate } from 'selfsigned';
+import { DeploymentController, JobController, type PodRunner } from './controllers.ts';
 import { Faults, type LoggedRequest } from './faults.ts';
 import { ResourceRegistry, type ResourceType } from './registry.ts';
 import { type HandlerContext, handle } from './server.ts';
 import { type KubeObject, ObjectStore } from './store.ts';
 import type { WatchStream } from './watch.ts';
 
+export type { PodOutcome, PodRunner } from './controllers.ts';
 export type { LoggedRequest, RequestInfo, RequestMatcher } from './faults.ts';
 export type { ResourceType } from './registry.ts';
 export type { Change, KubeObject } from './store.ts';
@@ -65,6 +67,7 @@ export class KubeApi {
   readonly #users = new Map<string, string>();
   readonly #sockets = new Set<Socket>();
   readonly #ca: string | undefined;
+  readonly #controllers: Array<{ stop(): void }> = [];
   #url = '';
 
   private constructor(server: Server, registry: ResourceRegistry, store: ObjectStore, ca: string | undefined) {
@@ -190,6 +193,23 @@ export class KubeApi {
     return this.store.delete(this.store.typeOf({ apiVersion, kind }), namespace, name);
   }
 
+  /**
+   * Starts the Job controller double: every new Job gets a pod, and `runner` decides how its container ends
+   * (exit code and termination message) or that it keeps waiting (README "Controllers").
+   */
+  runJobs(runner: PodRunner): JobController {
+    const controller = new JobController(this.store, runner);
+    this.#controllers.push(controller);
+    return controller;
+  }
+
+  /** Starts the Deployment controller double: a spec change rolls the replicas over, one every `stepMs`. */
+  runDeployments(options: { stepMs?: number } = {}): DeploymentController {
+    const controller = new DeploymentController(this.store, options);
+    this.#controllers.push(controller);
+    return controller;
+  }
+
   /** Open watch streams right now. */
   get openWatches(): number {
     return this.#watches.size;
@@ -218,6 +238,7 @@ export class KubeApi {
   }
 
   async close(): Promise<void> {
+    for (const controller of this.#controllers) controller.stop();
     for (const stream of [...this.#watches]) stream.close(true);
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((ok) => this.#server.close(() => ok()));

@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { ApiException, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
+import {
+  ApiException,
+  AppsV1Api,
+  BatchV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  DiscoveryV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  Watch,
+} from '@kubernetes/client-node';
 import { KubeApi } from './index.ts';
 
 /** The double, checked with the real client: what the suites built on it rely on. */
@@ -255,6 +265,60 @@ describe('Kubernetes API test double, through @kubernetes/client-node', () => {
     await waitFor(() => events.length === 1);
     assert.deepEqual(events, [{ type: 'ERROR', code: 410 }]);
     kube.dropWatches();
+  });
+
+  test('controller doubles: a Job runs its pods through the runner (retries by backoffLimit); a Deployment rolls out', async () => {
+    const kc = kube.kubeConfig();
+    const batch = kc.makeApiClient(BatchV1Api);
+    const apps = kc.makeApiClient(AppsV1Api);
+    const core = kc.makeApiClient(CoreV1Api);
+    let attempts = 0;
+    const jobs = kube.runJobs((pod) => {
+      attempts += 1;
+      const node = (pod.spec as { nodeName?: string }).nodeName;
+      return attempts === 1 ? { exitCode: 2, message: 'first try failed' } : { exitCode: 0, message: `ran on ${node}` };
+    });
+    await batch.createNamespacedJob({
+      namespace: 'default',
+      body: {
+        metadata: { name: 'once' },
+        spec: {
+          backoffLimit: 1,
+          template: { spec: { nodeName: 'cp-1', restartPolicy: 'Never', containers: [{ name: 'main', image: 'busybox' }] } },
+        },
+      },
+    });
+    await waitFor(() => (kube.get('batch/v1', 'Job', 'once', 'default').status as { succeeded?: number } | undefined)?.succeeded === 1);
+    const job = await batch.readNamespacedJob({ namespace: 'default', name: 'once' });
+    assert.deepEqual(
+      job.status?.conditions?.map((c) => [c.type, c.status]),
+      [['Complete', 'True']],
+    );
+    assert.equal(job.status?.failed, 1);
+    const pods = await core.listNamespacedPod({ namespace: 'default', labelSelector: 'batch.kubernetes.io/job-name=once' });
+    assert.equal(pods.items.length, 2);
+    const messages = pods.items.map((p) => p.status?.containerStatuses?.[0]?.state?.terminated?.message).sort();
+    assert.deepEqual(messages, ['first try failed', 'ran on cp-1']);
+    assert.equal(pods.items[0]?.metadata?.ownerReferences?.[0]?.kind, 'Job');
+    jobs.stop();
+
+    const rollouts = kube.runDeployments({ stepMs: 1 });
+    await apps.createNamespacedDeployment({
+      namespace: 'default',
+      body: {
+        metadata: { name: 'api' },
+        spec: { replicas: 3, selector: { matchLabels: { app: 'api' } }, template: { metadata: { labels: { app: 'api' } } } },
+      },
+    });
+    await waitFor(() => rollouts.completed.some((c) => c.key === 'default/api' && c.generation === 1));
+    await apps.patchNamespacedDeployment(
+      { namespace: 'default', name: 'api', body: { spec: { template: { metadata: { annotations: { restarted: 'now' } } } } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await waitFor(() => rollouts.completed.some((c) => c.key === 'default/api' && c.generation === 2));
+    const api = await apps.readNamespacedDeployment({ namespace: 'default', name: 'api' });
+    assert.deepEqual([api.status?.observedGeneration, api.status?.updatedReplicas, api.status?.availableReplicas], [2, 3, 3]);
+    rollouts.stop();
   });
 
   test('an unknown token is 401', async () => {
