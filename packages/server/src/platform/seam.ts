@@ -1,0 +1,173 @@
+import type { KeyMode } from '../infra/db/schema.ts';
+import type { FailureCode } from './failures.ts';
+
+/**
+ * The seam between provisioning and the platform that runs customers' workloads. Tenantry's
+ * services and its operation engine speak only this interface; `sandbox` simulates it in tables of
+ * its own (CONTRACT §8), `kubernetes` drives a Kube-DC cluster and its identity provider.
+ *
+ * Rules every driver keeps (the conformance suite in `platform/conformance.ts` checks them):
+ * - No call is made with a database transaction open: a driver may take seconds. A driver keeps its
+ *   own state (if any) through its own connection use, never through the caller's transaction.
+ * - Every call is idempotent. The engine repeats a step after a crash or a lost lease, and asks
+ *   again until it reports `done` or `failed`; a repeated create finds what the first made.
+ * - Long work reports progress instead of blocking: `in_progress` with when to look again.
+ * - Expected failures are values, not exceptions: `failed` with a code of the failure vocabulary
+ *   (failures.ts), or `unavailable` for "the platform cannot answer now, look again later". A thrown
+ *   error is a bug or an outage: the engine logs it once and retries with backoff.
+ */
+export interface Platform {
+  readonly name: 'sandbox' | 'kubernetes';
+
+  /** Creates (or looks at) the customer's organization: its namespace and identity realm. */
+  ensureOrganization(ctx: PlatformContext, org: OrganizationSpec): Promise<Progress>;
+  /** Tears the organization down with everything in it; `done` once it is gone. */
+  deleteOrganization(ctx: PlatformContext, org: OrganizationRef): Promise<Progress>;
+
+  /** Reserves the project's workload address range (the same one on every repeat); `NO_ADDRESS_SPACE` when none is left. */
+  reserveAddressRange(ctx: PlatformContext, project: ProjectRef): Promise<AddressRange>;
+  /** Creates (or looks at) a project with its range; `done` once it is ready. */
+  ensureProject(ctx: PlatformContext, project: ProjectSpec): Promise<Progress>;
+  /** Finalizes a project's deletion and releases its address range; `done` once it is gone. */
+  deleteProject(ctx: PlatformContext, project: ProjectRef): Promise<Progress>;
+
+  /** Creates (or looks at) a user in the organization's identity realm; needs the organization. */
+  ensureUser(ctx: PlatformContext, user: UserSpec): Promise<Progress>;
+  /** Removes a user; `done` once gone (also when it never existed). */
+  deleteUser(ctx: PlatformContext, user: UserRef): Promise<Progress>;
+
+  /** Applies the customer's plan and quota as the platform expects (an organization's plan and the quota objects it derives). */
+  applyQuota(ctx: PlatformContext, org: OrganizationRef, quota: QuotaSpec): Promise<Progress>;
+
+  /** The customer's live VMs and databases, and whether they run. Throws PlatformUnavailableError when it cannot tell now. */
+  listWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads>;
+  /** Stops them (suspension, teardown); answers what there is afterwards. */
+  stopWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads>;
+  /** Starts what a suspension stopped (resume). */
+  startWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads>;
+
+  /** GPUs the customer's running workloads hold, per profile; undefined when the platform cannot tell now. */
+  gpuUsage(ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined>;
+  /**
+   * Resource-hours the customers' workloads used within [from, to), on the mode's clock, by customer id.
+   * `since` (creation) and `until` (deletion, if any) bound each customer: an earlier or later customer
+   * of the same id is not counted. Undefined when the usage source cannot be read now.
+   */
+  usage(ctx: PlatformContext, customers: UsageSubject[], from: Date, to: Date): Promise<Map<string, UsageTotals> | undefined>;
+
+  /**
+   * Asks the identity provider whether the user can be logged in now, and, on platforms whose identity
+   * provider mints the one-time login itself, for that login URL. A user with pending required actions
+   * (verify email, update password, ...) cannot be logged in.
+   */
+  prepareConsoleLogin(ctx: PlatformContext, user: UserRef): Promise<ConsoleLoginGrant>;
+}
+
+/** Whose platform objects a call is about, and when. Never a database handle: drivers own their state. */
+export interface PlatformContext {
+  partnerId: string;
+  mode: KeyMode;
+  /** The partner's clock for this mode (test mode's clock can be advanced). */
+  now: Date;
+  /**
+   * The operation this step belongs to, if any: the sandbox's failure injection matches on it, and its
+   * simulated work is timed from the operation's creation, however late the engine first looks.
+   */
+  operation?: { id: string; type: OperationKind; customerId: string; project: string | null; createdAt: Date };
+  /** Aborted when the caller stops waiting (a lease about to run out, a shutdown). */
+  signal?: AbortSignal;
+}
+
+export type OperationKind = 'customer.create' | 'customer.delete' | 'project.create' | 'project.delete';
+
+/** A customer as the platform names it: `organization` is its platform name, unique on the platform. */
+export interface OrganizationRef {
+  customerId: string;
+  organization: string;
+}
+
+export interface OrganizationSpec extends OrganizationRef {
+  displayName: string | null;
+  planId: string;
+}
+
+export interface ProjectRef extends OrganizationRef {
+  project: string;
+  /** `<organization>-<project>`: the project's backing namespace. */
+  namespace: string;
+}
+
+export interface ProjectSpec extends ProjectRef {
+  cidr: string;
+}
+
+export interface UserRef extends OrganizationRef {
+  username: string;
+}
+
+export interface UserSpec extends UserRef {
+  email: string;
+  role: 'admin' | 'member';
+  /** The organization's owner: an organization admin in its realm. */
+  isOwner: boolean;
+  firstName: string | null;
+  lastName: string | null;
+}
+
+export interface QuotaSpec {
+  planId: string;
+  quota: { vcpu: number; memory_gib: number; storage_gib: number; gpus: Record<string, number> };
+  projectCaps: Record<string, Partial<{ vcpu: number; memory_gib: number; storage_gib: number; gpus: Record<string, number> }>>;
+}
+
+export type Progress =
+  | { state: 'done' }
+  /** Not finished: look again at `until`. */
+  | { state: 'in_progress'; until: Date }
+  | { state: 'failed'; code: FailureCode; message: string }
+  /** The platform cannot answer now (an outage, a throttle): not a failure of the step; look again later. */
+  | { state: 'unavailable'; reason: string; retryAfterMs?: number };
+
+export type AddressRange = { state: 'done'; cidr: string } | Exclude<Progress, { state: 'done' }>;
+
+export type ConsoleLoginGrant =
+  | { state: 'action_required'; actions: string[] }
+  /** `url` when the identity provider minted the login itself; otherwise Tenantry mints its own link. */
+  | { state: 'ready'; url?: string; expiresAt?: Date };
+
+export interface Workloads {
+  vms: string[];
+  databases: string[];
+  gpus: Record<string, number>;
+  running: boolean;
+}
+
+export interface UsageSubject extends OrganizationRef {
+  since: Date;
+  until: Date | null;
+}
+
+export interface UsageTotals {
+  vcpu_hours: number;
+  memory_gib_hours: number;
+  storage_gib_hours: number;
+  gpu_hours: Record<string, number>;
+}
+
+/** Thrown by the calls that answer a request directly (workloads, usage) when the platform cannot answer now: 503 UNAVAILABLE. */
+export class PlatformUnavailableError extends Error {
+  override name = 'PlatformUnavailableError';
+  readonly retryAfterS: number;
+
+  constructor(message: string, retryAfterS = 5) {
+    super(message);
+    this.retryAfterS = retryAfterS;
+  }
+}
+
+export const NO_WORKLOADS: Workloads = { vms: [], databases: [], gpus: {}, running: false };
+
+/** The number of VMs and databases running: `workloads_running` in suspend and resume. */
+export function workloadsRunning(workloads: Workloads): number {
+  return workloads.running ? workloads.vms.length + workloads.databases.length : 0;
+}
