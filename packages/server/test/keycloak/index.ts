@@ -172,7 +172,7 @@ export class KeycloakDouble {
       failure.remaining -= 1;
       return reply(failure.status, { error: 'injected', error_description: `injected failure (${failure.status})` });
     }
-    const body = method === 'GET' || method === 'DELETE' ? '' : await readBody(request);
+    const body = method === 'GET' ? '' : await readBody(request);
 
     const token = /^\/realms\/([^/]+)\/protocol\/openid-connect\/token$/.exec(path);
     if (token && method === 'POST') {
