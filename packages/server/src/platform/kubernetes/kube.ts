@@ -36,6 +36,30 @@ function isNetworkError(error: unknown): boolean {
   return typeof code === 'string' && /^(ECONN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ENOTFOUND|EPIPE|UND_ERR)/.test(code);
 }
 
+/** The reason of a refusal (metav1.Status.reason: AlreadyExists, Conflict, NotFound, ...). */
+export function kubeReason(error: unknown): string | undefined {
+  if (!(error instanceof ApiException)) return undefined;
+  const body = typeof error.body === 'string' ? safeJson(error.body) : error.body;
+  const reason = (body as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === 'string' ? reason : undefined;
+}
+
+/** A write lost to a concurrent one (409 Conflict, not AlreadyExists): worth sending again at once. */
+function isConflict(error: unknown): boolean {
+  return kubeStatus(error) === 409 && kubeReason(error) !== 'AlreadyExists';
+}
+
+/** Sends a write again (up to three times) while it loses to concurrent writers. */
+async function retryConflicts<T>(write: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await write();
+    } catch (error) {
+      if (!isConflict(error) || attempt >= 3) throw error;
+    }
+  }
+}
+
 /** The API's own words for a refusal (metav1.Status.message), for an operation's error message. */
 export function kubeMessage(error: unknown): string {
   if (error instanceof ApiException) {
@@ -100,7 +124,7 @@ export class KubeClient {
   /** Creates the object; answers the existing one when it is already there (a repeated step). */
   async createOrGet(object: KubeObject): Promise<{ object: KubeObject; created: boolean }> {
     try {
-      return { object: (await this.#api.create(object)) as KubeObject, created: true };
+      return { object: (await retryConflicts(() => this.#api.create(object))) as KubeObject, created: true };
     } catch (error) {
       if (kubeStatus(error) !== 409) throw error;
       const existing = await this.get(object as Kind, object.metadata.name ?? '', object.metadata.namespace);
@@ -109,13 +133,17 @@ export class KubeClient {
     }
   }
 
-  /** Creates the object; false when one of that name exists (it is left as it is). */
+  /**
+   * Creates the object; false when one of that name exists (it is left as it is). A 409 that is not
+   * "already exists" (a conflict) is rethrown: the step is looked at again.
+   */
   async createIfAbsent(object: KubeObject): Promise<boolean> {
     try {
-      await this.#api.create(object);
+      await retryConflicts(() => this.#api.create(object));
       return true;
     } catch (error) {
-      if (kubeStatus(error) === 409) return false;
+      if (kubeStatus(error) === 409 && (await this.get(object as Kind, object.metadata.name ?? '', object.metadata.namespace)))
+        return false;
       throw error;
     }
   }
@@ -137,14 +165,10 @@ export class KubeClient {
       ...(namespace ? { namespace } : {}),
       ...(resourceVersion ? { resourceVersion } : {}),
     };
-    return (await this.#api.patch(
-      { ...kind, ...patch, metadata },
-      undefined,
-      undefined,
-      'tenantry',
-      undefined,
-      PatchStrategy.MergePatch,
-    )) as KubeObject;
+    const send = () =>
+      this.#api.patch({ ...kind, ...patch, metadata }, undefined, undefined, 'tenantry', undefined, PatchStrategy.MergePatch);
+    // A guarded patch must not be resent blindly (the caller re-reads); an unguarded one can be.
+    return (await (resourceVersion ? send() : retryConflicts(send))) as KubeObject;
   }
 
   /** Deletes the object (foreground by default: its dependents first); false when it was already gone. */
