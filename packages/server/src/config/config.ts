@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { KubernetesConfigErrors, type KubernetesPlatformConfig, loadKubernetesConfig } from '../platform/kubernetes/config.ts';
 import { fallbackOf } from './settings.ts';
 
 /**
@@ -17,6 +18,8 @@ export interface Config {
   publicUrlConfigured: boolean;
   operatorToken: string | undefined;
   platform: 'sandbox' | 'kubernetes';
+  /** The kubernetes platform's settings, checked at start; present when TENANTRY_PLATFORM=kubernetes. */
+  kubernetes: KubernetesPlatformConfig | undefined;
   sandboxDelayMs: number;
   osImagesFile: string | undefined;
   webhookCaFile: string | undefined;
@@ -43,8 +46,9 @@ export interface HostPort {
 export class ConfigError extends Error {
   readonly variable: string;
 
-  constructor(variable: string, problem: string) {
-    super(`${variable}: ${problem}`);
+  /** `more`: further problems found at the same time, one line each. */
+  constructor(variable: string, problem: string, more: Array<{ variable: string; problem: string }> = []) {
+    super([`${variable}: ${problem}`, ...more.map((p) => `${p.variable}: ${p.problem}`)].join('\n'));
     this.name = 'ConfigError';
     this.variable = variable;
   }
@@ -97,8 +101,22 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
   if (platform !== 'sandbox' && platform !== 'kubernetes') {
     throw new ConfigError('TENANTRY_PLATFORM', `must be "sandbox" or "kubernetes", got "${platform}"`);
   }
+  let kubernetes: KubernetesPlatformConfig | undefined;
   if (platform === 'kubernetes') {
-    throw new ConfigError('TENANTRY_PLATFORM', 'the kubernetes platform is not available in this build; use "sandbox"');
+    try {
+      kubernetes = loadKubernetesConfig(get);
+    } catch (error) {
+      if (!(error instanceof KubernetesConfigErrors)) throw error;
+      const [first, ...rest] = error.problems;
+      throw new ConfigError(first?.variable ?? 'TENANTRY_PLATFORM', first?.problem ?? 'invalid', rest);
+    }
+    // The driver is built and its settings are checked, but provisioning reaches it only through the
+    // per-mode platform router of the provisioning core; until that is wired, live mode would silently
+    // run on the sandbox, so starting is refused (the lead removes this when wiring the router).
+    throw new ConfigError(
+      'TENANTRY_PLATFORM',
+      'the kubernetes settings are valid, but this build does not route live mode to the kubernetes driver yet; use "sandbox"',
+    );
   }
 
   const webhookCaFile = get('TENANTRY_WEBHOOK_CA_FILE');
@@ -131,6 +149,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     publicUrlConfigured: get('TENANTRY_PUBLIC_URL') !== undefined,
     operatorToken,
     platform,
+    kubernetes,
     sandboxDelayMs: parseInteger(
       'TENANTRY_SANDBOX_DELAY_MS',
       get('TENANTRY_SANDBOX_DELAY_MS') ?? fallbackOf('TENANTRY_SANDBOX_DELAY_MS'),

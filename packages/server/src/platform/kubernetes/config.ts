@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import ipaddr from 'ipaddr.js';
+import { fallbackOf } from '../../config/settings.ts';
 
 /** Where the in-cluster service account's files are mounted (token, CA, namespace). */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -55,17 +56,16 @@ export class KubernetesConfigErrors extends Error {
 
 type Get = (name: string) => string | undefined;
 
-export const KUBERNETES_DEFAULTS = {
-  TENANTRY_KUBERNETES_NAMESPACE: 'tenantry',
-  TENANTRY_IDP_ADMIN_REALM: 'master',
-  TENANTRY_IDP_CLIENT_ID: 'tenantry',
-  TENANTRY_IDP_LOGIN: 'impersonation',
-  TENANTRY_IDP_LOGIN_CLIENT: 'kube-dc',
-  TENANTRY_IDP_ADMIN_ROLE: 'org-admin',
-  TENANTRY_PROJECT_PREFIX_LENGTH: '24',
-  TENANTRY_EGRESS_NETWORK_TYPE: 'cloud',
-  TENANTRY_ORGANIZATION_EMAIL: 'platform@tenantry.invalid',
-} as const;
+type Defaulted =
+  | 'TENANTRY_KUBERNETES_NAMESPACE'
+  | 'TENANTRY_IDP_ADMIN_REALM'
+  | 'TENANTRY_IDP_CLIENT_ID'
+  | 'TENANTRY_IDP_LOGIN'
+  | 'TENANTRY_IDP_LOGIN_CLIENT'
+  | 'TENANTRY_IDP_ADMIN_ROLE'
+  | 'TENANTRY_PROJECT_PREFIX_LENGTH'
+  | 'TENANTRY_EGRESS_NETWORK_TYPE'
+  | 'TENANTRY_ORGANIZATION_EMAIL';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
@@ -73,7 +73,8 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
   const problems: Array<{ variable: string; problem: string }> = [];
   const problem = (variable: string, text: string) => problems.push({ variable, problem: text });
-  const value = (name: keyof typeof KUBERNETES_DEFAULTS) => get(name) ?? KUBERNETES_DEFAULTS[name];
+  // Each read names its variable literally, so the settings test can check SETTINGS lists it.
+  const value = (name: Defaulted, read: string | undefined) => read ?? fallbackOf(name);
 
   const kubeconfig = get('TENANTRY_KUBECONFIG');
   if (kubeconfig !== undefined && !existsSync(kubeconfig)) problem('TENANTRY_KUBECONFIG', `no such file: ${kubeconfig}`);
@@ -83,7 +84,7 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
   let namespace = get('TENANTRY_KUBERNETES_NAMESPACE');
   if (namespace === undefined && kubeconfig === undefined && existsSync(`${SERVICE_ACCOUNT_DIR}/namespace`))
     namespace = readFileSync(`${SERVICE_ACCOUNT_DIR}/namespace`, 'utf8').trim();
-  namespace ??= KUBERNETES_DEFAULTS.TENANTRY_KUBERNETES_NAMESPACE;
+  namespace ??= fallbackOf('TENANTRY_KUBERNETES_NAMESPACE');
   if (!DNS_LABEL.test(namespace)) problem('TENANTRY_KUBERNETES_NAMESPACE', `must be a namespace name, got "${namespace}"`);
 
   const url = get('TENANTRY_IDP_URL');
@@ -101,7 +102,7 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
       problem('TENANTRY_IDP_CLIENT_SECRET_FILE', `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}): ${secretFile}`);
     }
   }
-  const login = value('TENANTRY_IDP_LOGIN');
+  const login = value('TENANTRY_IDP_LOGIN', get('TENANTRY_IDP_LOGIN'));
   if (login !== 'impersonation' && login !== 'action-token')
     problem('TENANTRY_IDP_LOGIN', `must be "impersonation" or "action-token", got "${login}"`);
   const loginRedirectUrl = get('TENANTRY_IDP_LOGIN_REDIRECT_URL');
@@ -126,7 +127,7 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
       }
     }
   }
-  const prefixRaw = value('TENANTRY_PROJECT_PREFIX_LENGTH');
+  const prefixRaw = value('TENANTRY_PROJECT_PREFIX_LENGTH', get('TENANTRY_PROJECT_PREFIX_LENGTH'));
   const projectPrefixLength = Number(prefixRaw);
   if (!/^\d+$/.test(prefixRaw) || projectPrefixLength < 16 || projectPrefixLength > 29)
     problem('TENANTRY_PROJECT_PREFIX_LENGTH', `must be a prefix length from 16 to 29, got "${prefixRaw}"`);
@@ -135,7 +136,7 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
       if (Number(pool.split('/')[1]) > projectPrefixLength)
         problem('TENANTRY_ADDRESS_POOL', `${pool} is smaller than one project range (/${projectPrefixLength})`);
 
-  const egress = value('TENANTRY_EGRESS_NETWORK_TYPE');
+  const egress = value('TENANTRY_EGRESS_NETWORK_TYPE', get('TENANTRY_EGRESS_NETWORK_TYPE'));
   if (egress !== 'cloud' && egress !== 'public') problem('TENANTRY_EGRESS_NETWORK_TYPE', `must be "cloud" or "public", got "${egress}"`);
 
   const metricsUrl = get('TENANTRY_METRICS_URL');
@@ -151,7 +152,7 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
     if (!match) problem('TENANTRY_GPU_PROFILES', `"${pair}" is not profile=deviceName (nvidia-a10=nvidia.com/GA102GL_A10)`);
     else gpuProfiles[match[1] ?? ''] = match[2] ?? '';
   }
-  const contactEmail = value('TENANTRY_ORGANIZATION_EMAIL');
+  const contactEmail = value('TENANTRY_ORGANIZATION_EMAIL', get('TENANTRY_ORGANIZATION_EMAIL'));
   if (!/^[^@\s]+@[^@\s]+$/.test(contactEmail) || contactEmail.length < 5)
     problem('TENANTRY_ORGANIZATION_EMAIL', `must be an email address, got "${contactEmail}"`);
 
@@ -161,13 +162,13 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
     namespace,
     identity: {
       url: (url ?? '').replace(/\/+$/, ''),
-      adminRealm: value('TENANTRY_IDP_ADMIN_REALM'),
-      clientId: value('TENANTRY_IDP_CLIENT_ID'),
+      adminRealm: value('TENANTRY_IDP_ADMIN_REALM', get('TENANTRY_IDP_ADMIN_REALM')),
+      clientId: value('TENANTRY_IDP_CLIENT_ID', get('TENANTRY_IDP_CLIENT_ID')),
       clientSecret,
       login: login as IdentityConfig['login'],
-      loginClientId: value('TENANTRY_IDP_LOGIN_CLIENT'),
+      loginClientId: value('TENANTRY_IDP_LOGIN_CLIENT', get('TENANTRY_IDP_LOGIN_CLIENT')),
       loginRedirectUrl,
-      adminRole: value('TENANTRY_IDP_ADMIN_ROLE'),
+      adminRole: value('TENANTRY_IDP_ADMIN_ROLE', get('TENANTRY_IDP_ADMIN_ROLE')),
     },
     addressPool,
     projectPrefixLength,
