@@ -33,13 +33,6 @@ export function registerServeCommand(program: Command): void {
             .join('\ntenantry: '),
           2,
         );
-      throw new CliError(
-        error.message
-          .split('\n')
-          .map((line) => `invalid configuration: ${line}`)
-          .join('\n'),
-        2,
-      );
       throw error;
     }
     // Loaded on demand: the operator commands stay quick to start.
