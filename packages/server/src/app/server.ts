@@ -50,6 +50,31 @@ export interface StartOptions {
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 
+/** `--watch-partners`: Kube-DC Partner resources become the source of partners' settings (loaded only then). */
+async function startPartnerWatcher(
+  settings: NonNullable<Config['watchPartners']>,
+  services: Services,
+  logger: Logger,
+): Promise<{ stop(): Promise<void> }> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const { PartnerWatcher } = await import('../partners/partner-watcher.ts');
+  const { systemScheduler } = await import('../infra/scheduler.ts');
+  const kubeConfig = new KubeConfig();
+  if (settings.kubeconfig) kubeConfig.loadFromFile(settings.kubeconfig);
+  else kubeConfig.loadFromCluster();
+  const watcher = new PartnerWatcher({
+    kubeConfig,
+    namespace: settings.namespace,
+    partners: services.partners,
+    capacity: services.capacity,
+    scheduler: systemScheduler,
+    logger: logger.child({ component: 'watch-partners' }),
+  });
+  watcher.start();
+  logger.info({ namespace: settings.namespace ?? '*' }, 'partners are read from partners.kube-dc.com resources');
+  return watcher;
+}
+
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   // Buffered, asynchronous log writes keep logging off the request's critical
@@ -118,6 +143,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.
     services.engine.start(options.enginePollMs);
+    const partnerWatcher = config.watchPartners ? await startPartnerWatcher(config.watchPartners, services, logger) : undefined;
     await services.dispatcher.start(options.webhookPollMs);
 
     const maintenance = setInterval(() => {
@@ -160,6 +186,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           clearInterval(maintenance);
           clearInterval(logFlush);
           await Promise.all([partnerApp.close(), operatorApp.close()]);
+          await partnerWatcher?.stop();
           await services.engine.stop();
           await services.dispatcher.stop();
           services.webhookSender.close();

@@ -1,6 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { KubernetesConfigErrors, type KubernetesPlatformConfig, loadKubernetesConfig } from '../platform/kubernetes/config.ts';
+import {
+  KubernetesConfigErrors,
+  type KubernetesPlatformConfig,
+  loadKubernetesConfig,
+  SERVICE_ACCOUNT_DIR,
+} from '../platform/kubernetes/config.ts';
 import { fallbackOf } from './settings.ts';
 
 /**
@@ -18,6 +23,8 @@ export interface Config {
   publicUrlConfigured: boolean;
   operatorToken: string | undefined;
   platform: 'sandbox' | 'kubernetes';
+  /** `--watch-partners`: read partners from Kube-DC Partner resources, through this kubeconfig (undefined: in-cluster). */
+  watchPartners: { kubeconfig: string | undefined; namespace: string | undefined } | undefined;
   /** The kubernetes platform's settings, checked at start; present when TENANTRY_PLATFORM=kubernetes. */
   kubernetes: KubernetesPlatformConfig | undefined;
   sandboxDelayMs: number;
@@ -119,6 +126,18 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     );
   }
 
+  let watchPartners: Config['watchPartners'];
+  if (parseBoolean('TENANTRY_WATCH_PARTNERS', get('TENANTRY_WATCH_PARTNERS') ?? fallbackOf('TENANTRY_WATCH_PARTNERS'))) {
+    const kubeconfig = get('TENANTRY_KUBECONFIG');
+    if (kubeconfig !== undefined && !existsSync(kubeconfig)) throw new ConfigError('TENANTRY_KUBECONFIG', `no such file: ${kubeconfig}`);
+    if (kubeconfig === undefined && !existsSync(`${SERVICE_ACCOUNT_DIR}/token`))
+      throw new ConfigError('TENANTRY_WATCH_PARTNERS', 'needs a cluster: set TENANTRY_KUBECONFIG, or run in a pod with a service account');
+    const namespace = get('TENANTRY_PARTNERS_NAMESPACE');
+    if (namespace !== undefined && !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace))
+      throw new ConfigError('TENANTRY_PARTNERS_NAMESPACE', `must be a namespace name, got "${namespace}"`);
+    watchPartners = { kubeconfig, namespace };
+  }
+
   const webhookCaFile = get('TENANTRY_WEBHOOK_CA_FILE');
   let webhookCa: string | undefined;
   if (webhookCaFile !== undefined) {
@@ -150,6 +169,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     operatorToken,
     platform,
     kubernetes,
+    watchPartners,
     sandboxDelayMs: parseInteger(
       'TENANTRY_SANDBOX_DELAY_MS',
       get('TENANTRY_SANDBOX_DELAY_MS') ?? fallbackOf('TENANTRY_SANDBOX_DELAY_MS'),

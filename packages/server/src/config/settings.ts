@@ -127,6 +127,17 @@ export const SETTINGS = [
     description: 'kubernetes: GPU profile=KubeVirt device name pairs, comma-separated (nvidia-a10=nvidia.com/GA102GL_A10)',
   },
   {
+    variable: 'TENANTRY_WATCH_PARTNERS',
+    flag: '--watch-partners',
+    fallback: 'false',
+    description: 'true: partners come from Kube-DC Partner resources (kubectl apply); their managed fields are refused here',
+  },
+  {
+    variable: 'TENANTRY_PARTNERS_NAMESPACE',
+    defaultText: 'unset: every namespace',
+    description: 'with --watch-partners: the namespace whose Partner resources are read',
+  },
+  {
     variable: 'TENANTRY_ORGANIZATION_EMAIL',
     fallback: 'platform@tenantry.invalid',
     description: "kubernetes: an Organization's contact email until its owner is known",

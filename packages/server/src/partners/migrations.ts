@@ -32,4 +32,11 @@ export const partnerMigrations: Record<string, Migration> = {
       await sql`alter table partners add column test_clock_offset_ms bigint not null default 0`.execute(db);
     },
   },
+  // Numbered in issue 18's range so that it sorts after the provisioning core's migrations.
+  '0170_partners_managed_by': {
+    async up(db: Kysely<unknown>) {
+      // `<namespace>/<name>` of the Kube-DC Partner resource that manages the partner (tenantry serve --watch-partners).
+      await sql`alter table partners add column managed_by text`.execute(db);
+    },
+  },
 };
