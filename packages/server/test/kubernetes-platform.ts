@@ -37,6 +37,8 @@ export async function startKubernetesFixture(overrides: Partial<KubernetesPlatfo
   const logger = pino({ level: 'silent' });
   const dir = mkdtempSync(join(tmpdir(), 'tenantry-k8s-'));
   if (REAL_CLUSTER) {
+    for (const variable of ['TENANTRY_TEST_IDP_URL', 'TENANTRY_TEST_IDP_CLIENT_SECRET'])
+      if (!process.env[variable]) throw new Error(`${variable} is required with TENANTRY_TEST_KUBECONFIG (docs/platform-kubernetes.md)`);
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(process.env.TENANTRY_TEST_KUBECONFIG ?? '');
     const config = baseConfig({

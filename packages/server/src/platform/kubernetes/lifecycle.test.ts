@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { ApiextensionsV1Api } from '@kubernetes/client-node';
 import { context, drive, type KubernetesFixture, REAL_CLUSTER, startKubernetesFixture } from '../../../test/kubernetes-platform.ts';
 import { workloadsRunning } from '../seam.ts';
+import { KeycloakAdmin } from './keycloak.ts';
 
 const VM = ['kubevirt.io/v1', 'VirtualMachine'] as const;
 
@@ -202,4 +204,23 @@ describe('kubernetes platform: a customer from creation to deletion', () => {
   });
 });
 
-if (REAL_CLUSTER) test('runs against the cluster in TENANTRY_TEST_KUBECONFIG', () => undefined);
+test('preflight of a real Kube-DC cluster and Keycloak: the CRDs are installed and the admin client is accepted', {
+  skip: REAL_CLUSTER
+    ? false
+    : 'no cluster: set TENANTRY_TEST_KUBECONFIG, TENANTRY_TEST_IDP_URL and TENANTRY_TEST_IDP_CLIENT_SECRET to run this file against one (it ran on the doubles above)',
+}, async () => {
+  const fixture = await startKubernetesFixture();
+  try {
+    const api = fixture.kubeConfig.makeApiClient(ApiextensionsV1Api);
+    for (const name of [
+      'organizations.kube-dc.com',
+      'projects.kube-dc.com',
+      'virtualmachines.kubevirt.io',
+      'hierarchicalresourcequotas.hnc.x-k8s.io',
+    ])
+      assert.ok(await api.readCustomResourceDefinition({ name }), name);
+    assert.equal(await new KeycloakAdmin(fixture.config.identity).realmExists(fixture.config.identity.adminRealm), true);
+  } finally {
+    await fixture.close();
+  }
+});
