@@ -99,26 +99,14 @@ export class KubeClient {
     }
   }
 
+  /**
+   * Every object of the kind, in one request. Not paged: the generic client reads a custom resource's list
+   * metadata as an object's and drops its `continue` token, so a paged list would silently stop at the
+   * first page (tested with more than 500 Projects).
+   */
   async list(kind: Kind, namespace?: string, labelSelector?: string): Promise<KubeObject[]> {
-    const items: KubeObject[] = [];
-    let continueToken: string | undefined;
-    do {
-      const page = await this.#api.list(
-        kind.apiVersion,
-        kind.kind,
-        namespace,
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        labelSelector,
-        500,
-        continueToken,
-      );
-      items.push(...(page.items as KubeObject[]));
-      continueToken = page.metadata?._continue || undefined;
-    } while (continueToken);
-    return items;
+    const page = await this.#api.list(kind.apiVersion, kind.kind, namespace, undefined, undefined, undefined, undefined, labelSelector);
+    return page.items as KubeObject[];
   }
 
   /** Creates the object; answers the existing one when it is already there (a repeated step). */

@@ -195,4 +195,36 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
       assert.deepEqual(kube.list(kind[0], kind[1], org.organization), []);
     assert.equal(kube.tryGet('v1', 'Namespace', 'res-order-a'), undefined);
   });
+
+  test('ranges are read from every page of the Projects list (more than one page of 500)', async () => {
+    const small = await startKubernetesFixture({ addressPool: ['10.150.0.0/24'] });
+    try {
+      const kube = small.kube;
+      assert.ok(kube);
+      kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'filler' } });
+      for (let i = 0; i < 520; i += 1)
+        kube.create({
+          apiVersion: 'kube-dc.com/v1',
+          kind: 'Project',
+          metadata: { name: `a${String(i).padStart(3, '0')}`, namespace: 'filler' },
+          spec: { cidrBlock: `172.16.${i % 256}.0/24` },
+        });
+      // Sorted last: on the second page of the list.
+      kube.create({
+        apiVersion: 'kube-dc.com/v1',
+        kind: 'Project',
+        metadata: { name: 'zzz', namespace: 'filler' },
+        spec: { cidrBlock: '10.150.0.0/24' },
+      });
+      const range = await small.platform.reserveAddressRange(ctx, {
+        customerId: 'pg',
+        organization: 'pg',
+        project: 'p',
+        namespace: 'pg-p',
+      });
+      assert.equal(range.state === 'failed' && range.code, 'NO_ADDRESS_SPACE');
+    } finally {
+      await small.close();
+    }
+  });
 });
