@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -32,10 +34,7 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
     const keycloak = fx.keycloak;
     assert.ok(kube && keycloak);
     const org = { customerId: 'killed', organization: 'res-killed', displayName: 'Killed', planId: 'dev-pool' };
-    const kubeconfig = await kube.writeKubeconfig(
-      join(fx.config.namespace === 'tenantry' ? process.cwd() : '.', `.kill9-${process.pid}.kubeconfig`),
-      'tenantry-driver',
-    );
+    const kubeconfig = await kube.writeKubeconfig(join(tmpdir(), `tenantry-kill9-${process.pid}.kubeconfig`), 'tenantry-driver');
     // The process gets as far as creating the Organization, and dies while that request is on the wire.
     kube.faults.delay(3000, { count: 1, match: (r) => r.verb === 'create' && r.resource === 'organizations' });
     const child = spawn(process.execPath, [STEP], {
@@ -64,7 +63,7 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
       1,
       'the realm was made once',
     );
-    (await import('node:fs')).rmSync(kubeconfig, { force: true });
+    rmSync(kubeconfig, { force: true });
   });
 
   test('a conflict on every write: each write is sent again and every step finishes, with nothing duplicated', async () => {
