@@ -94,3 +94,45 @@ capabilities:
 {{- end -}}
 {{- join "," ($namespaces | uniq) -}}
 {{- end -}}
+
+{{/* Whether the serve ServiceAccount talks to the Kubernetes API (the kubernetes platform driver, or extra rules). */}}
+{{- define "tenantry.usesKubeAPI" -}}
+{{- or (eq .Values.serve.config.platform "kubernetes") (gt (len .Values.platformDriver.kubernetes.rbac.clusterRules) 0) -}}
+{{- end -}}
+
+{{/*
+The kubernetes platform driver's cluster-wide rules: exactly the calls in
+packages/server/src/platform/kubernetes (kube.ts lists the kinds). No secrets, no pods, no wildcard.
+*/}}
+{{- define "tenantry.platformDriverRules" -}}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get, create, delete]
+- apiGroups: [""]
+  resources: [resourcequotas]
+  verbs: [get, create, patch, delete]
+- apiGroups: [kube-dc.com]
+  resources: [organizations]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [kube-dc.com]
+  resources: [projects]
+  verbs: [get, list, create, delete]
+- apiGroups: [kube-dc.com]
+  resources: [partners]
+  verbs: [get, list, watch]
+- apiGroups: [kube-dc.com]
+  resources: [partners/status]
+  verbs: [get, patch]
+- apiGroups: [hnc.x-k8s.io]
+  resources: [hierarchicalresourcequotas]
+  verbs: [get, create, patch]
+- apiGroups: [kubevirt.io]
+  resources: [virtualmachines]
+  verbs: [list, patch]
+- apiGroups: [db.kube-dc.com]
+  resources: [kdcdatabases]
+  verbs: [list, patch]
+- apiGroups: [postgresql.cnpg.io]
+  resources: [clusters]
+  verbs: [get, patch]
+{{- end -}}

@@ -40,6 +40,22 @@ describe('tenantry serve', () => {
     }
   });
 
+  test('TENANTRY_PLATFORM=kubernetes with settings missing: one line per problem, each naming its setting, exit 2', async () => {
+    const result = await runCli(['serve'], {
+      TENANTRY_PLATFORM: 'kubernetes',
+      TENANTRY_KUBECONFIG: '/nonexistent/kubeconfig',
+      TENANTRY_ADDRESS_POOL: '10.0.0.0/33',
+    });
+    assert.equal(result.code, 2, result.stderr);
+    assert.deepEqual(
+      result.stderr
+        .trim()
+        .split('\n')
+        .map((line) => /^tenantry: invalid configuration: (TENANTRY_[A-Z_]+): /.exec(line)?.[1]),
+      ['TENANTRY_KUBECONFIG', 'TENANTRY_IDP_URL', 'TENANTRY_IDP_CLIENT_SECRET_FILE', 'TENANTRY_ADDRESS_POOL'],
+    );
+  });
+
   test('on the embedded defaults: generates the operator token (0600) into the data directory, serves, and stops cleanly on SIGTERM', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'tenantry-serve-'));
     const server = await spawnServe({ TENANTRY_DATA_DIR: dataDir, TENANTRY_SANDBOX_DELAY_MS: '0' });

@@ -805,7 +805,7 @@ export interface Operation {
 }
 export interface OperationError {
   /**
-   * PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE, CUSTOMER_DELETING, CUSTOMER_DELETED or UPSTREAM_<status>.
+   * PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE, CUSTOMER_DELETING, CUSTOMER_DELETED, UPSTREAM_NOT_FOUND or UPSTREAM_<status> (the platform refused a step with that HTTP status: on the kubernetes platform a 4xx of the cluster or the identity provider, for example UPSTREAM_403 or UPSTREAM_422; a 409, 429 or 5xx is retried, not reported).
    */
   code: string;
   message: string;

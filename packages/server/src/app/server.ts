@@ -54,6 +54,43 @@ export interface StartOptions {
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 
+/** `--watch-partners`: Kube-DC Partner resources become the source of partners' settings (loaded only then). */
+async function startPartnerWatcher(
+  settings: NonNullable<Config['watchPartners']>,
+  services: Services,
+  logger: Logger,
+): Promise<{ stop(): Promise<void> }> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const { PartnerWatcher } = await import('../partners/partner-watcher.ts');
+  const { systemScheduler } = await import('../infra/scheduler.ts');
+  const kubeConfig = new KubeConfig();
+  if (settings.kubeconfig) kubeConfig.loadFromFile(settings.kubeconfig);
+  else kubeConfig.loadFromCluster();
+  const watcher = new PartnerWatcher({
+    kubeConfig,
+    namespace: settings.namespace,
+    partners: services.partners,
+    capacity: services.capacity,
+    scheduler: systemScheduler,
+    logger: logger.child({ component: 'watch-partners' }),
+  });
+  watcher.start();
+  logger.info({ namespace: settings.namespace ?? '*' }, 'partners are read from partners.kube-dc.com resources');
+  return watcher;
+}
+
+/**
+ * TENANTRY_PLATFORM=kubernetes: live mode runs on the Kube-DC driver (loaded only then, so the
+ * sandbox-only start-up never pays for the Kubernetes client). Test mode stays on the sandbox.
+ */
+async function kubernetesPlatform(config: Config, logger: Logger): Promise<StartOptions['livePlatform']> {
+  if (config.platform !== 'kubernetes' || !config.kubernetes) return undefined;
+  const { createKubernetesPlatform } = await import('../platform/kubernetes/kubernetes-platform.ts');
+  const driver = createKubernetesPlatform(config.kubernetes, logger);
+  logger.info({ platform: 'kubernetes' }, 'live mode provisions on the Kubernetes cluster');
+  return () => driver;
+}
+
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   // Buffered, asynchronous log writes keep logging off the request's critical
@@ -103,7 +140,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       sandboxAddressRanges: options.sandboxAddressRanges,
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
-      livePlatform: options.livePlatform,
+      livePlatform: options.livePlatform ?? (await kubernetesPlatform(config, logger)),
       eventStreams: options.eventStreams,
     });
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
@@ -124,6 +161,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.
     services.engine.start(options.enginePollMs);
+    const partnerWatcher = config.watchPartners ? await startPartnerWatcher(config.watchPartners, services, logger) : undefined;
     await services.dispatcher.start(options.webhookPollMs);
 
     const maintenance = setInterval(() => {
@@ -166,6 +204,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           clearInterval(maintenance);
           clearInterval(logFlush);
           await Promise.all([partnerApp.close(), operatorApp.close()]);
+          await partnerWatcher?.stop();
           await services.engine.stop();
           await services.dispatcher.stop();
           services.webhookSender.close();

@@ -12,7 +12,7 @@ const PlanParams = Type.Object({ id: PlanId }, { additionalProperties: false });
 
 /** CONTRACT §3: the plan catalogue, partners' plans, capacity pools and GPU profiles (audited). */
 export const capacityOperatorRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
-  const { capacity } = services;
+  const { capacity, partners } = services;
 
   app.get('/plans', { schema: { response: { 200: success(Type.Array(Plan)) } } }, async () => ok(await capacity.listPlans()));
 
@@ -27,18 +27,28 @@ export const capacityOperatorRoutes: FastifyPluginAsyncTypebox<{ services: Servi
   app.put(
     '/partners/:id/capacity',
     { schema: { params: PartnerParams, body: SetCapacityRequest, response: { 200: success(PartnerCapacity) } } },
-    async (request) => ok(await capacity.setCapacity(request.params.id, request.body as SetCapacityRequest, operatorOf(request))),
+    async (request) => {
+      // A partner managed by a Kubernetes Partner resource takes its capacity from there (409 otherwise).
+      await partners.assertUnmanaged(request.params.id, ['capacity']);
+      return ok(await capacity.setCapacity(request.params.id, request.body as SetCapacityRequest, operatorOf(request)));
+    },
   );
 
   app.put(
     '/partners/:id/plans',
     { schema: { params: PartnerParams, body: SetPartnerPlansRequest, response: { 200: success(PartnerCapacity) } } },
-    async (request) => ok(await capacity.setPartnerPlans(request.params.id, request.body.plans, operatorOf(request))),
+    async (request) => {
+      await partners.assertUnmanaged(request.params.id, ['plans']);
+      return ok(await capacity.setPartnerPlans(request.params.id, request.body.plans, operatorOf(request)));
+    },
   );
 
   app.put(
     '/partners/:id/gpu-profiles',
     { schema: { params: PartnerParams, body: SetGpuProfilesRequest, response: { 200: success(PartnerCapacity) } } },
-    async (request) => ok(await capacity.setGpuProfiles(request.params.id, request.body.profiles, operatorOf(request))),
+    async (request) => {
+      await partners.assertUnmanaged(request.params.id, ['gpu_profiles']);
+      return ok(await capacity.setGpuProfiles(request.params.id, request.body.profiles, operatorOf(request)));
+    },
   );
 };

@@ -29,6 +29,8 @@ const PARTNER_COLUMNS = [
   column('CUSTOMERS', 'customer_count'),
   column('RATE', 'limits.rate_limit_per_minute'),
   column('SCOPES', 'scopes'),
+  // The Kube-DC Partner resource (namespace/name) that manages it (--watch-partners), or "-".
+  column('MANAGED BY', 'managed_by'),
 ];
 
 function settingsFlags(command: Command): Command {

@@ -24,7 +24,15 @@ export function registerServeCommand(program: Command): void {
     try {
       config = loadConfig(process.env, Object.fromEntries(FLAGGED.map((s) => [s.variable, flagValue(s)])));
     } catch (error) {
-      if (error instanceof ConfigError) throw new CliError(`invalid configuration: ${error.message}`, 2);
+      // One line per problem, each naming its setting (the CLI prefixes the first with "tenantry: ").
+      if (error instanceof ConfigError)
+        throw new CliError(
+          error.message
+            .split('\n')
+            .map((line) => `invalid configuration: ${line}`)
+            .join('\ntenantry: '),
+          2,
+        );
       throw error;
     }
     // Loaded on demand: the operator commands stay quick to start.

@@ -1,5 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import {
+  KubernetesConfigErrors,
+  type KubernetesPlatformConfig,
+  loadKubernetesConfig,
+  SERVICE_ACCOUNT_DIR,
+} from '../platform/kubernetes/config.ts';
 import { fallbackOf } from './settings.ts';
 
 /**
@@ -17,6 +23,10 @@ export interface Config {
   publicUrlConfigured: boolean;
   operatorToken: string | undefined;
   platform: 'sandbox' | 'kubernetes';
+  /** `--watch-partners`: read partners from Kube-DC Partner resources, through this kubeconfig (undefined: in-cluster). */
+  watchPartners: { kubeconfig: string | undefined; namespace: string | undefined } | undefined;
+  /** The kubernetes platform's settings, checked at start; present when TENANTRY_PLATFORM=kubernetes. */
+  kubernetes: KubernetesPlatformConfig | undefined;
   sandboxDelayMs: number;
   /** The sandbox's simulated network latency per call (slow-platform tests and measurements). */
   sandboxCallMs: number;
@@ -45,8 +55,9 @@ export interface HostPort {
 export class ConfigError extends Error {
   readonly variable: string;
 
-  constructor(variable: string, problem: string) {
-    super(`${variable}: ${problem}`);
+  /** `more`: further problems found at the same time, one line each. */
+  constructor(variable: string, problem: string, more: Array<{ variable: string; problem: string }> = []) {
+    super([`${variable}: ${problem}`, ...more.map((p) => `${p.variable}: ${p.problem}`)].join('\n'));
     this.name = 'ConfigError';
     this.variable = variable;
   }
@@ -99,8 +110,27 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
   if (platform !== 'sandbox' && platform !== 'kubernetes') {
     throw new ConfigError('TENANTRY_PLATFORM', `must be "sandbox" or "kubernetes", got "${platform}"`);
   }
+  let kubernetes: KubernetesPlatformConfig | undefined;
   if (platform === 'kubernetes') {
-    throw new ConfigError('TENANTRY_PLATFORM', 'the kubernetes platform is not available in this build; use "sandbox"');
+    try {
+      kubernetes = loadKubernetesConfig(get);
+    } catch (error) {
+      if (!(error instanceof KubernetesConfigErrors)) throw error;
+      const [first, ...rest] = error.problems;
+      throw new ConfigError(first?.variable ?? 'TENANTRY_PLATFORM', first?.problem ?? 'invalid', rest);
+    }
+  }
+
+  let watchPartners: Config['watchPartners'];
+  if (parseBoolean('TENANTRY_WATCH_PARTNERS', get('TENANTRY_WATCH_PARTNERS') ?? fallbackOf('TENANTRY_WATCH_PARTNERS'))) {
+    const kubeconfig = get('TENANTRY_KUBECONFIG');
+    if (kubeconfig !== undefined && !existsSync(kubeconfig)) throw new ConfigError('TENANTRY_KUBECONFIG', `no such file: ${kubeconfig}`);
+    if (kubeconfig === undefined && !existsSync(`${SERVICE_ACCOUNT_DIR}/token`))
+      throw new ConfigError('TENANTRY_WATCH_PARTNERS', 'needs a cluster: set TENANTRY_KUBECONFIG, or run in a pod with a service account');
+    const namespace = get('TENANTRY_PARTNERS_NAMESPACE');
+    if (namespace !== undefined && !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(namespace))
+      throw new ConfigError('TENANTRY_PARTNERS_NAMESPACE', `must be a namespace name, got "${namespace}"`);
+    watchPartners = { kubeconfig, namespace };
   }
 
   const webhookCaFile = get('TENANTRY_WEBHOOK_CA_FILE');
@@ -133,6 +163,8 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     publicUrlConfigured: get('TENANTRY_PUBLIC_URL') !== undefined,
     operatorToken,
     platform,
+    kubernetes,
+    watchPartners,
     sandboxDelayMs: parseInteger(
       'TENANTRY_SANDBOX_DELAY_MS',
       get('TENANTRY_SANDBOX_DELAY_MS') ?? fallbackOf('TENANTRY_SANDBOX_DELAY_MS'),

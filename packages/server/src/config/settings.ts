@@ -59,7 +59,89 @@ export const SETTINGS = [
   {
     variable: 'TENANTRY_PLATFORM',
     fallback: 'sandbox',
-    description: 'the live platform driver; test mode always runs on the sandbox (kubernetes is not in this build yet)',
+    description:
+      'the live-mode platform (test mode always runs on the sandbox): sandbox, or kubernetes (a Kube-DC cluster; the TENANTRY_KUBE*, _IDP_* settings below)',
+  },
+  {
+    variable: 'TENANTRY_KUBECONFIG',
+    defaultText: 'unset: the in-cluster service account',
+    description: 'kubernetes: a kubeconfig file for the cluster',
+  },
+  {
+    variable: 'TENANTRY_KUBERNETES_NAMESPACE',
+    fallback: 'tenantry',
+    defaultText: "the service account's namespace in a cluster, else tenantry",
+    description: "kubernetes: the driver's own namespace (address-range reservations)",
+  },
+  {
+    variable: 'TENANTRY_IDP_URL',
+    defaultText: 'required with kubernetes',
+    description: "kubernetes: the identity provider's (Keycloak's) base URL",
+  },
+  {
+    variable: 'TENANTRY_IDP_ADMIN_REALM',
+    fallback: 'master',
+    description: "kubernetes: the realm of the identity provider's admin client",
+  },
+  {
+    variable: 'TENANTRY_IDP_CLIENT_ID',
+    fallback: 'tenantry',
+    description: 'kubernetes: the admin client (client credentials, realm-management roles)',
+  },
+  {
+    variable: 'TENANTRY_IDP_CLIENT_SECRET_FILE',
+    defaultText: 'required with kubernetes',
+    description: "kubernetes: a file (a mounted Secret) holding the admin client's secret",
+  },
+  {
+    variable: 'TENANTRY_IDP_LOGIN',
+    fallback: 'impersonation',
+    description:
+      'kubernetes: how the identity provider mints one-time console logins: impersonation or action-token (magic-link extension)',
+  },
+  { variable: 'TENANTRY_IDP_LOGIN_CLIENT', fallback: 'kube-dc', description: 'kubernetes, action-token: the client the login is for' },
+  {
+    variable: 'TENANTRY_IDP_LOGIN_REDIRECT_URL',
+    defaultText: 'required with action-token',
+    description: 'kubernetes, action-token: where the login lands (the console)',
+  },
+  { variable: 'TENANTRY_IDP_ADMIN_ROLE', fallback: 'org-admin', description: "kubernetes: the realm role of an organization's admins" },
+  {
+    variable: 'TENANTRY_ADDRESS_POOL',
+    defaultText: 'required with kubernetes',
+    description: 'kubernetes: IPv4 CIDRs (comma-separated) that project ranges are taken from',
+  },
+  {
+    variable: 'TENANTRY_PROJECT_PREFIX_LENGTH',
+    fallback: '24',
+    description: "kubernetes: each project's range size as a prefix length (16-29)",
+  },
+  { variable: 'TENANTRY_EGRESS_NETWORK_TYPE', fallback: 'cloud', description: "kubernetes: projects' egressNetworkType, cloud or public" },
+  {
+    variable: 'TENANTRY_METRICS_URL',
+    defaultText: 'unset: usage answers UNAVAILABLE',
+    description: "kubernetes: Prometheus's base URL for usage (kube-state-metrics)",
+  },
+  {
+    variable: 'TENANTRY_GPU_PROFILES',
+    defaultText: 'none',
+    description: 'kubernetes: GPU profile=KubeVirt device name pairs, comma-separated (nvidia-a10=nvidia.com/GA102GL_A10)',
+  },
+  {
+    variable: 'TENANTRY_WATCH_PARTNERS',
+    flag: '--watch-partners',
+    fallback: 'false',
+    description: 'true: partners come from Kube-DC Partner resources (kubectl apply); their managed fields are refused here',
+  },
+  {
+    variable: 'TENANTRY_PARTNERS_NAMESPACE',
+    defaultText: 'unset: every namespace',
+    description: 'with --watch-partners: the namespace whose Partner resources are read',
+  },
+  {
+    variable: 'TENANTRY_ORGANIZATION_EMAIL',
+    fallback: 'platform@tenantry.invalid',
+    description: "kubernetes: an Organization's contact email until its owner is known",
   },
   {
     variable: 'TENANTRY_SANDBOX_DELAY_MS',

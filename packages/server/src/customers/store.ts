@@ -155,6 +155,11 @@ export async function quotaNotApplied(db: Db, limit: number): Promise<CustomerRo
     .execute();
 }
 
+/** The platform must take the customer's quota again (a project it caps now exists): the quota sweep applies it. */
+export async function markQuotaToReapply(db: Db, uid: string): Promise<void> {
+  await db.updateTable('customers').set({ quota_applied_revision: null }).where('uid', '=', uid).execute();
+}
+
 export async function markQuotaApplied(db: Db, uid: string, revision: number): Promise<void> {
   await db
     .updateTable('customers')

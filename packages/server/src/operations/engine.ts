@@ -5,7 +5,7 @@ import type { Clock } from '../infra/clock.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
 import { type FailureCode, failureMessage } from '../platform/failures.ts';
-import type { PlatformContext, Progress } from '../platform/platform.ts';
+import { type PlatformContext, PlatformUnavailableError, type Progress } from '../platform/platform.ts';
 import {
   claimDueOperations,
   type DueOperation,
@@ -153,9 +153,13 @@ export class OperationEngine {
       if (!handler) throw new Error(`no handler registered for ${op.type}`);
       outcome = await handler.advance(op, ctx);
     } catch (err) {
-      if (isFirstOrMilestone(op))
-        logger.error({ err, operation_id: op.id, type: op.type, looks: op.failed_looks + 1 }, 'operation step failed');
-      outcome = { state: 'unavailable', reason: `unexpected error: ${(err as Error).message}` };
+      if (err instanceof PlatformUnavailableError) {
+        outcome = { state: 'unavailable', reason: err.message, retryAfterMs: err.retryAfterS * 1000 };
+      } else {
+        if (isFirstOrMilestone(op))
+          logger.error({ err, operation_id: op.id, type: op.type, looks: op.failed_looks + 1 }, 'operation step failed');
+        outcome = { state: 'unavailable', reason: `unexpected error: ${(err as Error).message}` };
+      }
     }
     // A teardown cannot fail (the resource is going away whatever happens): the platform refusing a
     // step is retried with backoff, and the operator sees it among the stuck operations.

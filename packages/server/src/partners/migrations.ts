@@ -42,4 +42,10 @@ export const partnerMigrations: Record<string, Migration> = {
       await sql`alter table partners add constraint partners_customer_prefix_key unique (customer_prefix)`.execute(db);
     },
   },
+  '0026_partners_managed_by': {
+    async up(db: Kysely<unknown>) {
+      // `<namespace>/<name>` of the Kube-DC Partner resource that manages the partner (tenantry serve --watch-partners).
+      await sql`alter table partners add column managed_by text`.execute(db);
+    },
+  },
 };

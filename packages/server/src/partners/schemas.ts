@@ -49,6 +49,10 @@ export const Partner = Type.Object({
   defaults: PartnerDefaults,
   allow_private_webhooks: Type.Boolean(),
   customer_count: Type.Integer(),
+  managed_by: Type.Union([Type.String(), Type.Null()], {
+    description:
+      'The Kubernetes Partner resource (namespace/name) that manages this partner; its managed fields are changed there, not here.',
+  }),
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.String({ format: 'date-time' }),
   suspended_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),

@@ -6,6 +6,7 @@ import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
+import type { ManagedPartner } from './partner-resource.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
 import {
   findClashingPrefix,
@@ -62,6 +63,7 @@ export function toPartner(row: PartnerRow, nowMs: number): Partner {
     defaults: { plan_id: row.default_plan_id, grace_days: row.grace_days },
     allow_private_webhooks: row.allow_private_webhooks,
     customer_count: row.customer_count,
+    managed_by: row.managed_by,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
     suspended_at: row.suspended_at ? row.suspended_at.toISOString() : null,
@@ -115,6 +117,7 @@ export class PartnerService {
       grace_days: d.defaults.grace_days,
       customer_prefix: defaultCustomerPrefix(request.id),
       customer_count: 0,
+      managed_by: null,
       test_customer_count: 0,
       test_clock_offset_ms: 0,
       ready_at: new Date(now.getTime() + setupMs),
@@ -154,24 +157,98 @@ export class PartnerService {
     if (request.display_name !== undefined) changes.display_name = request.display_name;
     // A new prefix names customers created from now on; existing ones keep their platform names.
     if (changes.customer_prefix !== undefined) await assertPrefixFree(this.#deps.db, changes.customer_prefix, id);
-    return prefixTaken(changes.customer_prefix, () => this.#change(id, 'partner.update', who, () => changes));
+    return prefixTaken(changes.customer_prefix, () =>
+      this.#change(id, 'partner.update', who, (row) => {
+        refuseManaged(row, managedFieldsOf(request));
+        return changes;
+      }),
+    );
   }
 
   /** Suspends the account: token exchanges and calls stop, and its customers' users' console sessions end. */
-  async suspend(id: string, who: OperatorActor): Promise<Partner> {
+  async suspend(id: string, who: OperatorActor, managed = false): Promise<Partner> {
     return this.#change(
       id,
       'partner.suspend',
       who,
-      (row, now) => (row.status === 'suspended' ? undefined : { status: 'suspended', suspended_at: now }),
+      (row, now) => {
+        if (!managed) refuseManaged(row, ['suspension']);
+        return row.status === 'suspended' ? undefined : { status: 'suspended', suspended_at: now };
+      },
       (trx) => this.#deps.onPartnerSuspended(trx, id),
     );
   }
 
-  async unsuspend(id: string, who: OperatorActor): Promise<Partner> {
-    return this.#change(id, 'partner.unsuspend', who, (row) =>
-      row.status === 'suspended' ? { status: 'active', suspended_at: null } : undefined,
-    );
+  async unsuspend(id: string, who: OperatorActor, managed = false): Promise<Partner> {
+    return this.#change(id, 'partner.unsuspend', who, (row) => {
+      if (!managed) refuseManaged(row, ['suspension']);
+      return row.status === 'suspended' ? { status: 'active', suspended_at: null } : undefined;
+    });
+  }
+
+  /** For the operator routes of other modules (capacity, plans, GPU profiles): 409 on a managed partner. */
+  async assertUnmanaged(id: string, fields: string[]): Promise<void> {
+    const row = await findPartner(this.#deps.db, id);
+    if (!row) throw notFound(`Partner ${id}`);
+    refuseManaged(row, fields);
+  }
+
+  /**
+   * Applies a Partner resource's settings (`--watch-partners`): creates the partner, or adopts an unmanaged
+   * one of that id, or updates the one it manages; suspension follows `spec.suspended`. A partner another
+   * resource manages is left alone (CONFLICT). Keys, customers and unmanaged fields are never touched.
+   */
+  async applyManaged(desired: ManagedPartner, who: OperatorActor): Promise<Partner> {
+    const { limits } = desired;
+    const settings: Partial<PartnerRow> = {
+      display_name: desired.display_name,
+      scopes: desired.scopes,
+      max_customers: limits.max_customers,
+      max_projects_per_customer: limits.max_projects_per_customer,
+      max_open_operations: limits.max_open_operations,
+      rate_limit_per_minute: limits.rate_limit_per_minute,
+      rate_limit_burst: limits.rate_limit_burst,
+      managed_by: desired.source,
+      ...(desired.plan_id !== undefined ? { default_plan_id: desired.plan_id } : {}),
+      ...(desired.customer_prefix !== undefined ? { customer_prefix: desired.customer_prefix } : {}),
+    };
+    const existing = await findPartner(this.#deps.db, desired.id);
+    if (!existing) {
+      try {
+        await this.create(
+          {
+            id: desired.id,
+            display_name: desired.display_name,
+            ...(desired.customer_prefix ? { customer_prefix: desired.customer_prefix } : {}),
+          },
+          who,
+        );
+      } catch (error) {
+        if (!(error instanceof ApiError && error.code === 'ALREADY_EXISTS')) throw error;
+      }
+    }
+    if (desired.customer_prefix !== undefined) await assertPrefixFree(this.#deps.db, desired.customer_prefix, desired.id);
+    let partner = await this.#change(desired.id, 'partner.update', who, (row) => {
+      if (row.managed_by !== null && row.managed_by !== desired.source) {
+        throw new ApiError('CONFLICT', `Partner ${row.id} is already managed by the Partner resource ${row.managed_by}.`, {
+          details: { managed_by: row.managed_by },
+        });
+      }
+      const changed = Object.entries(settings).filter(
+        ([key, value]) => JSON.stringify(row[key as keyof PartnerRow]) !== JSON.stringify(value),
+      );
+      return changed.length === 0 ? undefined : Object.fromEntries(changed);
+    });
+    if (desired.suspended && partner.status !== 'suspended') partner = await this.suspend(desired.id, who, true);
+    if (!desired.suspended && partner.status === 'suspended') partner = await this.unsuspend(desired.id, who, true);
+    return partner;
+  }
+
+  /** The resource was deleted: the partner stays (with its keys and customers), no longer managed. */
+  async releaseManaged(source: string, who: OperatorActor): Promise<void> {
+    const rows = await this.#deps.db.selectFrom('partners').select('id').where('managed_by', '=', source).execute();
+    for (const { id } of rows)
+      await this.#change(id, 'partner.update', who, (row) => (row.managed_by === source ? { managed_by: null } : undefined));
   }
 
   /**
@@ -249,6 +326,35 @@ async function prefixTaken<T>(prefix: string | undefined, run: () => Promise<T>)
     }
     throw error;
   }
+}
+
+/** The partner settings a Partner resource manages, by the name the operator API and CLI use. */
+function managedFieldsOf(request: UpdatePartnerRequest): string[] {
+  const fields: string[] = [];
+  if (request.display_name !== undefined) fields.push('display_name');
+  if (request.scopes !== undefined) fields.push('scopes');
+  for (const key of [
+    'max_customers',
+    'max_projects_per_customer',
+    'max_open_operations',
+    'rate_limit_per_minute',
+    'rate_limit_burst',
+  ] as const)
+    if (request.limits?.[key] !== undefined) fields.push(`limits.${key}`);
+  if (request.defaults?.plan_id !== undefined) fields.push('defaults.plan_id');
+  if (request.customer_prefix !== undefined) fields.push('customer_prefix');
+  return fields;
+}
+
+/** 409 CONFLICT when a managed partner's managed fields would change through the operator API. */
+function refuseManaged(row: PartnerRow, fields: string[]): void {
+  if (row.managed_by === null || fields.length === 0) return;
+  const [namespace, name] = row.managed_by.split('/');
+  throw new ApiError(
+    'CONFLICT',
+    `Partner ${row.id} is managed by the Kubernetes resource partners.kube-dc.com/${name} in namespace ${namespace}: change ${fields.join(', ')} there (kubectl edit partners.kube-dc.com ${name} -n ${namespace}). Keys are still managed here.`,
+    { details: { managed_by: row.managed_by, fields } },
+  );
 }
 
 function audit(who: OperatorActor, at: Date, action: string, partnerId: string) {

@@ -4,6 +4,8 @@ export type PartnerStatus = 'active' | 'suspended';
 
 export interface PartnersTable {
   id: string;
+  /** The Kube-DC Partner resource (`<namespace>/<name>`) whose spec manages this partner, or null. */
+  managed_by: string | null;
   display_name: string;
   status: PartnerStatus;
   scopes: string[];

@@ -138,7 +138,9 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
       assert.deepEqual([none.vms, none.databases], [[], []]);
       await h.addWorkloads(org, { vms: ['vm-a', 'vm-b'], databases: ['db-a'], gpus: { 'a100-40gb': 1 } });
       const live = await h.platform.listWorkloads(ctx(), org);
-      assert.deepEqual([live.vms.toSorted(), live.databases], [['vm-a', 'vm-b'], ['db-a']]);
+      // A driver may qualify a name with where it lives (`namespace/vm-a`).
+      const names = (list: string[]) => list.map((name) => name.split('/').at(-1)).toSorted();
+      assert.deepEqual([names(live.vms), names(live.databases)], [['vm-a', 'vm-b'], ['db-a']]);
       assert.equal(workloadsRunning(live), 3);
       assert.deepEqual(await h.platform.gpuUsage(ctx(), org), { 'a100-40gb': 1 });
       const stopped = await h.platform.stopWorkloads(ctx(), org);
@@ -176,7 +178,7 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
       assert.deepEqual(await h.platform.applyQuota(ctx(), org, quota), { state: 'done' }, 'a repeat is harmless');
       const member = { ...owner(org, 'member'), role: 'member' as const };
       assert.deepEqual(await settle((c) => h.platform.ensureUser(c, member)), { state: 'done' });
-      assert.deepEqual(await h.platform.prepareConsoleLogin(ctx(), member), { state: 'ready' });
+      assert.equal((await h.platform.prepareConsoleLogin(ctx(), member)).state, 'ready');
       await h.setRequiredActions(member, ['VERIFY_EMAIL']);
       assert.deepEqual(await h.platform.prepareConsoleLogin(ctx(), member), { state: 'action_required', actions: ['VERIFY_EMAIL'] });
       assert.deepEqual(await settle((c) => h.platform.deleteUser(c, member)), { state: 'done' });

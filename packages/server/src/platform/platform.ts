@@ -1,3 +1,4 @@
+import { ApiError } from '../infra/errors/catalogue.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { FailureCode } from './failures.ts';
 
@@ -154,13 +155,17 @@ export interface UsageTotals {
   gpu_hours: Record<string, number>;
 }
 
-/** Thrown by the calls that answer a request directly (workloads, usage) when the platform cannot answer now: 503 UNAVAILABLE. */
-export class PlatformUnavailableError extends Error {
-  override name = 'PlatformUnavailableError';
+/**
+ * Thrown when the platform cannot answer now. A request that called the platform directly (suspend,
+ * resume, console login, workloads, GPU usage) answers 503 UNAVAILABLE with `Retry-After`; the
+ * operation engine treats it as "look again" after `retryAfterS`, without failing the operation.
+ */
+export class PlatformUnavailableError extends ApiError {
   readonly retryAfterS: number;
 
   constructor(message: string, retryAfterS = 5) {
-    super(message);
+    super('UNAVAILABLE', message, { retryAfter: retryAfterS });
+    this.name = 'PlatformUnavailableError';
     this.retryAfterS = retryAfterS;
   }
 }

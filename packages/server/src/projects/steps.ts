@@ -1,5 +1,5 @@
 import type { Db } from '../app/database.ts';
-import { type CustomerRow, findCustomerByUid, lockCustomerByUid } from '../customers/store.ts';
+import { type CustomerRow, findCustomerByUid, lockCustomerByUid, markQuotaToReapply } from '../customers/store.ts';
 import { recordEvent } from '../events/store.ts';
 import { type FinalOutcome, fail, type OperationEngine } from '../operations/engine.ts';
 import type { OperationRow } from '../operations/store.ts';
@@ -72,6 +72,8 @@ export function registerProjectSteps(engine: OperationEngine, deps: { db: Db; pl
       if (final.state === 'done' && !customer) final = fail('CUSTOMER_DELETED');
       if (final.state === 'done' && customer?.status === 'deleting') final = fail('CUSTOMER_DELETING');
       const view = await settleProject(trx, project, final.state === 'done', ctx.now);
+      // A project cap reaches a project only once it exists on the platform: the quota is applied again.
+      if (final.state === 'done' && customer && project && customer.project_caps[project.name]) await markQuotaToReapply(trx, customer.uid);
       await recordEvent(trx, {
         partnerId: op.partner_id,
         mode: op.mode,

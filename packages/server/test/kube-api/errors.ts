@@ -62,6 +62,12 @@ export const errors = {
       kind,
       causes: [{ reason: 'FieldValueInvalid', message, field }],
     }),
+  namespaceTerminating: (namespace: string) =>
+    new KubeApiError(403, 'Forbidden', `unable to create new content in namespace ${namespace} because it is being terminated`, {
+      name: namespace,
+      kind: 'namespaces',
+      causes: [{ reason: 'NamespaceTerminating', field: 'metadata.namespace' }],
+    }),
   badRequest: (message: string) => new KubeApiError(400, 'BadRequest', message),
   gone: (message: string) => new KubeApiError(410, 'Expired', message),
   methodNotAllowed: (message: string) => new KubeApiError(405, 'MethodNotAllowed', message),

@@ -31,6 +31,8 @@ const BUILT_IN: ResourceType[] = [
   { group: '', version: 'v1', kind: 'Service', plural: 'services', namespaced: true, statusSubresource: true },
   { group: '', version: 'v1', kind: 'Endpoints', plural: 'endpoints', namespaced: true },
   { group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true, statusSubresource: true },
+  { group: '', version: 'v1', kind: 'ResourceQuota', plural: 'resourcequotas', namespaced: true, statusSubresource: true },
+  { group: '', version: 'v1', kind: 'LimitRange', plural: 'limitranges', namespaced: true },
   { group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
   { group: '', version: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true },
   { group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true },

@@ -201,8 +201,9 @@ export class ObjectStore {
       if (object.metadata.namespace && object.metadata.namespace !== ns)
         throw errors.badRequest('the namespace of the provided object does not match the namespace sent on the request');
       object.metadata.namespace = ns;
-      if (this.requireNamespaces && !this.#objects.has(this.#key(this.#type('v1', 'Namespace'), undefined, ns)))
-        throw errors.notFound({ group: '', plural: 'namespaces', name: ns });
+      const namespaceObject = this.#objects.get(this.#key(this.#type('v1', 'Namespace'), undefined, ns));
+      if (this.requireNamespaces && !namespaceObject) throw errors.notFound({ group: '', plural: 'namespaces', name: ns });
+      if (namespaceObject?.metadata.deletionTimestamp) throw errors.namespaceTerminating(ns);
     } else delete object.metadata.namespace;
     if (!object.metadata.name && object.metadata.generateName)
       object.metadata.name = `${object.metadata.generateName}${randomUUID().replaceAll('-', '').slice(0, 5)}`;
@@ -307,6 +308,7 @@ export class ObjectStore {
     const target = { group: type.group, plural: type.plural, name };
     if (!current) throw errors.notFound(target);
     if (options.resourceVersion && options.resourceVersion !== current.metadata.resourceVersion) throw errors.conflict(target);
+    if (type.group === '' && type.kind === 'Namespace') return this.#deleteNamespace(type, key, current);
     if ((current.metadata.finalizers?.length ?? 0) > 0) {
       if (current.metadata.deletionTimestamp) return this.#present(type, current);
       const marked = structuredClone(current);
@@ -328,6 +330,43 @@ export class ObjectStore {
     gone.metadata.resourceVersion = this.#nextVersion();
     this.#record('DELETED', type, gone, object);
     this.#collect(type, object, orphan);
+    if (type.namespaced && object.metadata.namespace) this.#finishNamespace(object.metadata.namespace);
+  }
+
+  /**
+   * A namespace is deleted in two phases, as on a cluster: it turns Terminating (no new objects may be
+   * created in it), its objects are deleted, and it goes away only once the last of them is gone, so an
+   * object whose finalizers a controller still holds keeps its namespace alive.
+   */
+  #deleteNamespace(type: ResourceType, key: string, current: KubeObject): KubeObject {
+    if (!current.metadata.deletionTimestamp) {
+      const marked = structuredClone(current);
+      marked.metadata.deletionTimestamp = this.#now()
+        .toISOString()
+        .replace(/\.\d+Z$/, 'Z');
+      marked.status = { ...((marked.status as object) ?? {}), phase: 'Terminating' };
+      marked.metadata.resourceVersion = this.#nextVersion();
+      this.#objects.set(key, marked);
+      this.#record('MODIFIED', type, marked, current);
+      this.#collect(type, marked, false);
+    }
+    const after = this.#objects.get(key);
+    if (after) this.#finishNamespace(after.metadata.name ?? '');
+    return this.#present(type, this.#objects.get(key) ?? current);
+  }
+
+  #finishNamespace(name: string): void {
+    const type = this.#type('v1', 'Namespace');
+    const key = this.#key(type, undefined, name);
+    const namespace = this.#objects.get(key);
+    if (!namespace?.metadata.deletionTimestamp || (namespace.metadata.finalizers?.length ?? 0) > 0) return;
+    for (const [objectKey, object] of this.#objects) {
+      if (object.metadata.namespace === name && this.#typeOfKey(objectKey)?.namespaced) return;
+    }
+    this.#objects.delete(key);
+    const gone = structuredClone(namespace);
+    gone.metadata.resourceVersion = this.#nextVersion();
+    this.#record('DELETED', type, gone, namespace);
   }
 
   /** Garbage collection: dependents of a removed owner go too (or lose the reference when orphaned). */
