@@ -6,6 +6,7 @@ import { capacityRoutes } from '../capacity/routes.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
+import { imageRoutes } from '../images/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
 import { registerOpenApi } from '../openapi/document.ts';
@@ -49,8 +50,9 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
     }
   });
 
-  await app.register(healthRoutes, { db: database.db });
+  await app.register(healthRoutes, { db: database.db, details: () => ({ os_images: services.images.state() }) });
   await app.register(consoleRoutes, { services });
+  await app.register(imageRoutes, { services });
   await app.register(
     async (api) => {
       await api.register(authenticatePlugin, { auth: services.auth });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
+import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
 import { migrateToLatest } from '../infra/db/migrate.ts';
@@ -74,7 +75,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       sandboxAddressRanges: options.sandboxAddressRanges,
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
+      osImagesSource: await catalogueSourceFor(config),
     });
+    // The catalogue is read before serving (a read is bounded by its timeout), then every 30 s.
+    await services.images.refresh();
+    services.images.start();
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
     const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
@@ -116,6 +121,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           await Promise.all([partnerApp.close(), operatorApp.close()]);
           await services.engine.stop();
           await services.dispatcher.stop();
+          await services.images.stop();
           services.webhookSender.close();
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');

@@ -4,9 +4,13 @@ import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
 import { QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
+import { ConsoleAccess } from '../console/access.ts';
 import { ConsoleService } from '../console/service.ts';
+import { ConsoleVmService } from '../console/vms.ts';
 import { CustomerService } from '../customers/service.ts';
 import { EventService } from '../events/service.ts';
+import { OsImageCatalogue } from '../images/catalogue.ts';
+import { bundledSource, type CatalogueSource } from '../images/sources.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
@@ -44,6 +48,8 @@ export interface ServiceOptions {
   webhookCa?: string | undefined;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver | undefined;
+  /** Where the OS image catalogue is read (default: the bundled example). */
+  osImagesSource?: CatalogueSource | undefined;
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */
@@ -63,6 +69,11 @@ export interface Services {
   users: UserService;
   operations: OperationService;
   console: ConsoleService;
+  /** Console sessions for the OS image list (a short per-process cache) and the console's VMs. */
+  consoleAccess: ConsoleAccess;
+  vms: ConsoleVmService;
+  /** The OS image catalogue the VM form offers. */
+  images: OsImageCatalogue;
   testHelpers: TestHelperService;
   events: EventService;
   webhooks: WebhookService;
@@ -89,6 +100,8 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const guard = new DestinationGuard(options.webhookResolver);
   const sender = new WebhookSender({ guard, extraCa: options.webhookCa });
   const customers = new CustomerService({ db, cursors, platform, partnerCache, onOperationOpened, provisioningMs });
+  const consoleService = new ConsoleService({ db, clock, platform, customers, publicUrl: options.publicUrl });
+  const images = new OsImageCatalogue({ source: options.osImagesSource ?? bundledSource(), clock, logger: options.logger });
   return {
     options,
     cursors,
@@ -103,7 +116,10 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     projects: new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs }),
     users: new UserService({ db, cursors, platform, customers }),
     operations: new OperationService({ db, cursors, customers, engine }),
-    console: new ConsoleService({ db, clock, platform, customers, publicUrl: options.publicUrl }),
+    console: consoleService,
+    consoleAccess: new ConsoleAccess({ console: consoleService, clock, ttlMs: options.partnerCacheMs }),
+    vms: new ConsoleVmService({ db, clock, platform, images, partnerCache }),
+    images,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
     events: new EventService({ db, cursors }),
     webhooks: new WebhookService({ db, clock, cursors, guard, sender }),

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 
 /**
@@ -107,6 +107,18 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     }
   }
 
+  // The file is read again every 30 s and may go bad later (the last good catalogue is then kept); a path
+  // that cannot be read at all at start-up is a configuration mistake.
+  const osImagesRaw = get('TENANTRY_OS_IMAGES_FILE');
+  const osImagesFile = osImagesRaw === undefined ? undefined : resolve(osImagesRaw);
+  if (osImagesFile !== undefined) {
+    try {
+      accessSync(osImagesFile, constants.R_OK);
+    } catch (error) {
+      throw new ConfigError('TENANTRY_OS_IMAGES_FILE', `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}): ${osImagesFile}`);
+    }
+  }
+
   const logLevel = get('TENANTRY_LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
@@ -122,7 +134,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     operatorToken,
     platform,
     sandboxDelayMs: parseInteger('TENANTRY_SANDBOX_DELAY_MS', get('TENANTRY_SANDBOX_DELAY_MS') ?? '3000', 0, 3_600_000),
-    osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
+    osImagesFile,
     webhookCaFile,
     webhookCa,
     logLevel: logLevel as Config['logLevel'],

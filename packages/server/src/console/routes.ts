@@ -2,8 +2,9 @@ import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
-import { consoleErrorPage, consolePage } from './page.ts';
+import { consoleErrorPage } from './page.ts';
 import { CONSOLE_COOKIE } from './service.ts';
+import { ConsoleQuery, consoleVmRoutes, renderConsole, sendPage } from './vm-routes.ts';
 
 /**
  * The console (CONTRACT §7), served beside the partner API on the same
@@ -20,11 +21,11 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
     async (request, reply) => {
       const session = await consoleService.redeem(request.params.token);
       if (!session) {
-        return reply
-          .code(401)
-          .type('text/html; charset=utf-8')
-          .header('cache-control', 'no-store')
-          .send(consoleErrorPage('Login link not valid', 'This login link was already used or has expired. Ask for a new one.'));
+        return sendPage(
+          reply,
+          401,
+          consoleErrorPage('Login link not valid', 'This login link was already used or has expired. Ask for a new one.'),
+        );
       }
       return reply
         .setCookie(CONSOLE_COOKIE, session.sessionId, {
@@ -39,10 +40,12 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
     },
   );
 
-  app.get('/console', async (request, reply) => {
-    const session = await consoleService.session(request.cookies[CONSOLE_COOKIE]);
-    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store');
-    if (!session) return reply.code(401).send(consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
-    return reply.send(consolePage(session));
+  app.get('/console', { schema: { hide: true, querystring: ConsoleQuery } }, async (request, reply) => {
+    const sessionId = request.cookies[CONSOLE_COOKIE];
+    const session = await consoleService.session(sessionId);
+    if (!session || !sessionId) return sendPage(reply, 401, consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
+    return renderConsole(services, reply, session, sessionId, { project: request.query.project, created: request.query.created });
   });
+
+  await app.register(consoleVmRoutes, { services });
 };

@@ -34,6 +34,14 @@ export interface Platform {
   stopWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads>;
   startWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads>;
 
+  /**
+   * Creates a VM in a project's namespace from an OS image (the console's form). Idempotent by name: a VM
+   * that exists is `done`. From then on it is one of the customer's workloads, named `<namespace>/<name>`
+   * by listWorkloads. Refuses with `failed` (code `QUOTA_EXCEEDED`) a VM that does not fit the quota, as
+   * a namespace's resource quota does on a cluster.
+   */
+  createVm(ctx: PlatformContext, vm: PlatformVm): Promise<Progress>;
+
   /** GPUs the customer's running workloads hold, per profile; undefined when the platform cannot tell now. */
   gpuUsage(ctx: PlatformContext, customerId: string): Promise<Record<string, number> | undefined>;
   /**
@@ -77,6 +85,35 @@ export interface PlatformUser {
   role: 'admin' | 'member';
   firstName: string | null;
   lastName: string | null;
+}
+
+/** A VM as the console asks for it: every image setting resolved (defaults applied: decision 139). */
+export interface PlatformVm {
+  customerId: string;
+  namespace: string;
+  name: string;
+  vcpu: number;
+  memoryGib: number;
+  storageGib: number;
+  image: {
+    osName: string;
+    url: string;
+    cloudUser: string;
+    firmware: 'bios' | 'efi';
+    machineType: string;
+    features: string[];
+    cloudInit: string | null;
+    bootOrder: string[];
+    additionalDisks: string | null;
+  };
+  /** What the customer's VMs may hold together, and this project's VMs (the project's cap, if any). */
+  quota: { customer: VmResources; project: Partial<VmResources> };
+}
+
+export interface VmResources {
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
 }
 
 export interface Workloads {

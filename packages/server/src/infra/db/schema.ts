@@ -31,6 +31,8 @@ export interface Database {
   sandbox_usage: SandboxUsageTable;
   console_logins: ConsoleLoginsTable;
   console_sessions: ConsoleSessionsTable;
+  sandbox_vms: SandboxVmsTable;
+  console_vms: ConsoleVmsTable;
 }
 
 export interface ServerSecretsTable {
@@ -366,4 +368,30 @@ export interface CapacityAllocationsTable {
   partner_id: string;
   mode: KeyMode;
   allocated: ColumnType<Resources, string, string>;
+}
+
+export interface SandboxVmsTable {
+  platform_scope: PlatformScope;
+  customer_id: string;
+  /** `<namespace>/<name>`, as in `sandbox_workloads.vms`. */
+  name: string;
+  namespace: string;
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
+  image: unknown;
+  created_at: Date;
+}
+
+/** The console's record of the VMs its users created: what the form asked for, by whom. */
+export interface ConsoleVmsTable {
+  customer_uid: string;
+  namespace: string;
+  name: string;
+  os_name: string;
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
+  created_by: string;
+  created_at: Date;
 }

@@ -6,10 +6,14 @@ import {
   type Platform,
   type PlatformContext,
   type PlatformUser,
+  type PlatformVm,
   type Progress,
   type UsageTotals,
   type Workloads,
 } from '../platform.ts';
+import { createSandboxVm, heldBy } from './sandbox-vms.ts';
+
+export { DATABASE_SIZE, VM_SIZE } from './sandbox-vms.ts';
 
 export interface SandboxOptions {
   /** The customer's provisioning time (TENANTRY_SANDBOX_DELAY_MS); a project takes two thirds, teardown twenty times. */
@@ -25,10 +29,6 @@ const POOL_BASE = ipaddr.IPv4.parse('10.0.0.0').toByteArray();
 const NEVER = new Date('9999-12-31T00:00:00Z');
 
 /** A test-mode failure injected through `POST /test-helpers/failures`. */
-/** What one simulated VM and one simulated database hold while they run (usage accrues from them). */
-export const VM_SIZE = { vcpu: 2, memory_gib: 4, storage_gib: 20 } as const;
-export const DATABASE_SIZE = { vcpu: 1, memory_gib: 2, storage_gib: 10 } as const;
-
 export interface FailureInjection {
   type: 'customer.create' | 'project.create' | 'gpu_usage';
   code: string | null;
@@ -97,6 +97,7 @@ export class SandboxPlatform implements Platform {
       .execute();
     await db.deleteFrom('sandbox_objects').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
     await db.deleteFrom('sandbox_workloads').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
+    await db.deleteFrom('sandbox_vms').where('platform_scope', '=', scope).where('customer_id', '=', customerId).execute();
     await this.#accrue(ctx, customerId, NO_WORKLOADS);
     return { state: 'done' };
   }
@@ -241,6 +242,15 @@ export class SandboxPlatform implements Platform {
     return workloads;
   }
 
+  async createVm(ctx: PlatformContext, vm: PlatformVm): Promise<Progress> {
+    return createSandboxVm(
+      ctx,
+      vm,
+      (c) => this.listWorkloads(c, vm.customerId),
+      (c, workloads) => this.#accrue(c, vm.customerId, workloads),
+    );
+  }
+
   async gpuUsage(ctx: PlatformContext, customerId: string): Promise<Record<string, number> | undefined> {
     // Test mode can make the check fail (CONTRACT §5, failures of type gpu_usage).
     if (ctx.mode === 'test' && (await this.#takeFailure(ctx, 'gpu_usage'))) return undefined;
@@ -313,7 +323,8 @@ export class SandboxPlatform implements Platform {
 
   /**
    * Usage accrues while workloads run: the open span of the customer ends now, and a new one starts
-   * with what now runs (VM_SIZE per VM, DATABASE_SIZE per database, GPUs as granted to workloads).
+   * with what now runs (each VM at its size, VM_SIZE when it has none; DATABASE_SIZE per database; GPUs as
+   * granted to workloads).
    */
   async #accrue(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<void> {
     await ctx.db
@@ -324,12 +335,8 @@ export class SandboxPlatform implements Platform {
       .where('ended_at', 'is', null)
       .execute();
     if (!workloads.running) return;
-    const { vms, databases, gpus } = workloads;
-    const held = {
-      vcpu: vms.length * VM_SIZE.vcpu + databases.length * DATABASE_SIZE.vcpu,
-      memory_gib: vms.length * VM_SIZE.memory_gib + databases.length * DATABASE_SIZE.memory_gib,
-      storage_gib: vms.length * VM_SIZE.storage_gib + databases.length * DATABASE_SIZE.storage_gib,
-    };
+    const { gpus } = workloads;
+    const held = await heldBy(ctx, customerId, workloads);
     if (held.vcpu === 0 && Object.values(gpus).every((n) => n === 0)) return;
     await ctx.db
       .insertInto('sandbox_usage')

@@ -1,0 +1,112 @@
+import { sql } from 'kysely';
+import type { PlatformContext, PlatformVm, Progress, VmResources, Workloads } from '../platform.ts';
+
+/** What one simulated VM and one simulated database hold while they run, unless created with a size. */
+export const VM_SIZE = { vcpu: 2, memory_gib: 4, storage_gib: 20 } as const;
+export const DATABASE_SIZE = { vcpu: 1, memory_gib: 2, storage_gib: 10 } as const;
+
+/**
+ * The sandbox's VMs made from the console's form: their size and image live in `sandbox_vms`, their name
+ * joins the customer's workloads (`sandbox_workloads.vms`), so they block deletion, count in
+ * `workloads_running`, stop and start with the customer, and accrue usage at their own size.
+ */
+export async function createSandboxVm(
+  ctx: PlatformContext,
+  vm: PlatformVm,
+  workloadsOf: (ctx: PlatformContext) => Promise<Workloads>,
+  accrue: (ctx: PlatformContext, workloads: Workloads) => Promise<void>,
+): Promise<Progress> {
+  const run = async (tx: PlatformContext): Promise<Progress> => {
+    const name = `${vm.namespace}/${vm.name}`;
+    // One creator per customer at a time, so two VMs cannot both fit the quota's last room.
+    await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-vms:${tx.scope}:${vm.customerId}`}))`.execute(tx.db);
+    const before = await workloadsOf(tx);
+    if (before.vms.includes(name)) return { state: 'done' };
+    const size = { vcpu: vm.vcpu, memory_gib: vm.memoryGib, storage_gib: vm.storageGib };
+    const over = await overQuota(tx, vm, before, size);
+    if (over) return { state: 'failed', code: 'QUOTA_EXCEEDED', message: over };
+    await tx.db
+      .insertInto('sandbox_vms')
+      .values({
+        platform_scope: tx.scope,
+        customer_id: vm.customerId,
+        name,
+        namespace: vm.namespace,
+        ...size,
+        image: JSON.stringify(vm.image),
+        created_at: tx.now,
+      })
+      .onConflict((oc) =>
+        oc.columns(['platform_scope', 'customer_id', 'name']).doUpdateSet({ ...size, image: JSON.stringify(vm.image), created_at: tx.now }),
+      )
+      .execute();
+    await tx.db
+      .insertInto('sandbox_workloads')
+      .values({ platform_scope: tx.scope, customer_id: vm.customerId, vms: [name], databases: [], gpus: '{}', running: true })
+      .onConflict((oc) =>
+        oc.columns(['platform_scope', 'customer_id']).doUpdateSet({
+          vms: sql`case when ${name} = any(sandbox_workloads.vms) then sandbox_workloads.vms else array_append(sandbox_workloads.vms, ${name}) end`,
+        }),
+      )
+      .execute();
+    await accrue(tx, await workloadsOf(tx));
+    return { state: 'done' };
+  };
+  // The sandbox's writes join the caller's transaction when there is one, and make their own otherwise.
+  return ctx.db.isTransaction ? run(ctx) : ctx.db.transaction().execute((trx) => run({ ...ctx, db: trx }));
+}
+
+/** What the customer's workloads hold while they run: VMs at their own size (VM_SIZE when unknown), databases. */
+export async function workloadSizes(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<Map<string, VmResources>> {
+  const sizes = new Map<string, VmResources>();
+  if (workloads.vms.length === 0) return sizes;
+  const rows = await ctx.db
+    .selectFrom('sandbox_vms')
+    .select(['name', 'vcpu', 'memory_gib', 'storage_gib'])
+    .where('platform_scope', '=', ctx.scope)
+    .where('customer_id', '=', customerId)
+    .where('name', 'in', workloads.vms)
+    .execute();
+  for (const row of rows) sizes.set(row.name, { vcpu: row.vcpu, memory_gib: row.memory_gib, storage_gib: row.storage_gib });
+  return sizes;
+}
+
+export async function heldBy(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<VmResources> {
+  const sizes = await workloadSizes(ctx, customerId, workloads);
+  const held = {
+    vcpu: workloads.databases.length * DATABASE_SIZE.vcpu,
+    memory_gib: workloads.databases.length * DATABASE_SIZE.memory_gib,
+    storage_gib: workloads.databases.length * DATABASE_SIZE.storage_gib,
+  };
+  for (const name of workloads.vms) {
+    const size = sizes.get(name) ?? VM_SIZE;
+    held.vcpu += size.vcpu;
+    held.memory_gib += size.memory_gib;
+    held.storage_gib += size.storage_gib;
+  }
+  return held;
+}
+
+/** Why the VM does not fit the customer's quota or its project's cap, or undefined when it does. */
+async function overQuota(ctx: PlatformContext, vm: PlatformVm, workloads: Workloads, size: VmResources): Promise<string | undefined> {
+  const sizes = await workloadSizes(ctx, vm.customerId, workloads);
+  const customer = await heldBy(ctx, vm.customerId, workloads);
+  const project = { vcpu: 0, memory_gib: 0, storage_gib: 0 };
+  for (const name of workloads.vms.filter((n) => n.startsWith(`${vm.namespace}/`))) {
+    const s = sizes.get(name) ?? VM_SIZE;
+    project.vcpu += s.vcpu;
+    project.memory_gib += s.memory_gib;
+    project.storage_gib += s.storage_gib;
+  }
+  const units = { vcpu: 'vCPU', memory_gib: 'GiB of memory', storage_gib: 'GiB of storage' } as const;
+  for (const key of ['vcpu', 'memory_gib', 'storage_gib'] as const) {
+    const free = vm.quota.customer[key] - customer[key];
+    if (size[key] > free)
+      return `The VM needs ${size[key]} ${units[key]}; the customer's quota has ${Math.max(0, free)} of ${vm.quota.customer[key]} free.`;
+    const cap = vm.quota.project[key];
+    if (cap !== undefined && size[key] > cap - project[key]) {
+      return `The VM needs ${size[key]} ${units[key]}; the project's cap has ${Math.max(0, cap - project[key])} of ${cap} free.`;
+    }
+  }
+  return undefined;
+}
