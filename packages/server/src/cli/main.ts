@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { type Config, ConfigError, loadConfig } from '../config/config.ts';
+import { registerImageCommands } from '../images/validate-command.ts';
 import { registerCapacityCommands } from './capacity-commands.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
@@ -56,6 +57,7 @@ program
 registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
+registerImageCommands(program);
 
 program
   .command('audit')

@@ -115,7 +115,10 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     try {
       accessSync(osImagesFile, constants.R_OK);
     } catch (error) {
-      throw new ConfigError('TENANTRY_OS_IMAGES_FILE', `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}): ${osImagesFile}`);
+      throw new ConfigError(
+        'TENANTRY_OS_IMAGES_FILE',
+        `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}): ${osImagesFile}`,
+      );
     }
   }
 

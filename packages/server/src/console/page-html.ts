@@ -10,6 +10,7 @@ export function layout(title: string, body: string, options: { script?: boolean 
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/assets/console.css">
 ${options.script ? '<script src="/console/assets/console.js" defer></script>\n' : ''}</head><body>${body}</body></html>`;
 }

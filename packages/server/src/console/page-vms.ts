@@ -1,8 +1,10 @@
 import { DEFAULT_MINIMUMS, VM_LIMITS } from '../images/fields.ts';
-import { DNS_LABEL } from '../platform/names.ts';
 import type { ConsolePageView } from './page.ts';
 import { badge, escapeHtml } from './page-html.ts';
 import type { FormField, VmView } from './vms.ts';
+
+/** DNS_LABEL (platform/names.ts) for the `pattern` attribute, which browsers compile with the `v` flag. */
+const NAME_PATTERN = '[a-z0-9]([a-z0-9\\-]{0,38}[a-z0-9])?';
 
 /** The customer's VMs, newest last, as the platform runs them. */
 export function vmTableSection(vms: VmView[]): string {
@@ -55,7 +57,7 @@ ${errors.form ? `<p class="alert" role="alert">${escapeHtml(errors.form)}</p>` :
 <input type="hidden" name="csrf" value="${escapeHtml(view.csrf)}">
 <div class="grid">
 <label>Project<select name="project" required${invalid('project')}>${options}</select>${error('project')}</label>
-<label>Name<input name="name" required maxlength="40" pattern="${DNS_LABEL.slice(1, -1)}" placeholder="web-1" autocomplete="off"${value('name')}${invalid('name')}>${error('name')}</label>
+<label>Name<input name="name" required maxlength="40" pattern="${escapeHtml(NAME_PATTERN)}" placeholder="web-1" autocomplete="off"${value('name')}${invalid('name')}>${error('name')}</label>
 <label class="wide">Operating system<select name="os" required${invalid('os')}><option value="">Loading operating systems…</option></select>
 <span class="hint" id="os-status" aria-live="polite"></span>${error('os')}</label>
 ${number('vcpu', 'vCPU', VM_LIMITS.vcpu)}

@@ -166,7 +166,8 @@ function cloudInitProblem(value: string): string | undefined {
   const lines = value.replace(/^\uFEFF/, '').split('\n');
   const start = /^##\s*template:\s*jinja\s*$/.test(lines[0]?.trim() ?? '') ? 1 : 0;
   const first = lines[start]?.trimEnd() ?? '';
-  if (first === '#cloud-config') return cloudConfigProblem(lines.slice(start + 1).join('\n'), start + 2);
+  // A jinja template is YAML only once rendered (on the VM), so only an untemplated document is parsed.
+  if (first === '#cloud-config') return start === 0 ? cloudConfigProblem(lines.slice(1).join('\n'), 2) : undefined;
   if (first.startsWith('#!') || ['#include', '#cloud-boothook', '#part-handler'].includes(first)) return undefined;
   // cloudbase-init, the Windows counterpart, also runs PowerShell and cmd user-data.
   if (/^#ps1(_sysnative|_x86)?$/.test(first) || /^rem cmd$/i.test(first)) return undefined;
@@ -179,7 +180,7 @@ function cloudConfigProblem(body: string, firstLine: number): string | undefined
   const { value, errors } = parseStrictYaml(body);
   if (errors[0]) return `is not valid cloud-config YAML at its line ${errors[0].line + firstLine}: ${errors[0].message}`;
   if (value === null || value === undefined) return undefined;
-  if (typeof value !== 'object' || Array.isArray(value)) return 'is a #cloud-config document that is not a mapping of keys';
+  if (!(value instanceof Map)) return 'is a #cloud-config document that is not a mapping of keys';
   return undefined;
 }
 

@@ -9,7 +9,7 @@ export interface YamlProblem {
 export interface StrictYaml {
   document: Document;
   lineCounter: LineCounter;
-  /** The document as plain data; undefined when it has errors. */
+  /** The document as data (mappings as Maps); undefined when it has errors. */
   value: unknown;
   errors: YamlProblem[];
 }
@@ -36,7 +36,8 @@ export function parseStrictYaml(text: string): StrictYaml {
   let value: unknown;
   if (errors.length === 0) {
     try {
-      value = document.toJS({ maxAliasCount: 100 });
+      // Maps stay Maps: a key that is itself a collection is legal YAML, not a reason to warn.
+      value = document.toJS({ maxAliasCount: 100, mapAsMap: true });
     } catch (error) {
       errors.push({ message: (error as Error).message, line: 0 });
     }
