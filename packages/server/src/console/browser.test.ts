@@ -79,9 +79,7 @@ for (const target of testDatabases()) {
       assert.match(await page.locator('.who').innerText(), /Alice Lovelace/);
 
       const os = page.locator('select[name="os"]');
-      await page.waitForFunction(
-        () => (document.querySelector('select[name="os"]') as unknown as { options: unknown[] }).options.length > 1,
-      );
+      await os.locator('option').nth(1).waitFor({ state: 'attached' });
       const offered = await os.locator('option').allInnerTexts();
       assert.ok(offered.includes('Ubuntu 24.04 LTS') && offered.includes('Windows 11 Enterprise'), offered.join(', '));
 

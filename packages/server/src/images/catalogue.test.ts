@@ -191,7 +191,11 @@ describe('the OS image catalogue: 30-second cache, last good, never waiting on a
       symlinkSync(join(dir, 'v1.yaml'), join(dir, 'data-link'));
       symlinkSync(join(dir, 'data-link'), join(dir, 'images.yaml'));
       const clock = new ManualClock();
-      const catalogue = new OsImageCatalogue({ source: new FileSource(join(dir, 'images.yaml')), clock, logger: pino({ level: 'silent' }) });
+      const catalogue = new OsImageCatalogue({
+        source: new FileSource(join(dir, 'images.yaml')),
+        clock,
+        logger: pino({ level: 'silent' }),
+      });
       await catalogue.refresh();
       assert.deepEqual(names(catalogue), ['Ubuntu 24.04']);
       symlinkSync(join(dir, 'v2.yaml'), join(dir, 'data-link.new'));
@@ -209,7 +213,9 @@ describe('the OS image catalogue: 30-second cache, last good, never waiting on a
   });
 
   test('the ConfigMap source reads the images.yaml key and names what is missing', async () => {
-    const data: Record<string, Record<string, string> | undefined> = { 'kube-dc/images-configmap': { 'images.yaml': yaml('Rocky Linux 9') } };
+    const data: Record<string, Record<string, string> | undefined> = {
+      'kube-dc/images-configmap': { 'images.yaml': yaml('Rocky Linux 9') },
+    };
     const api = {
       readNamespacedConfigMap: async ({ name, namespace }: { name: string; namespace: string }) => {
         const found = data[`${namespace}/${name}`];
@@ -227,6 +233,9 @@ describe('the OS image catalogue: 30-second cache, last good, never waiting on a
     clock.advance(30_000);
     await catalogue.refresh();
     assert.match(catalogue.state().problem ?? '', /configmap kube-dc\/images-configmap has no key images.yaml/);
-    assert.match((await new ConfigMapSource(api, 'elsewhere').read(new AbortController().signal).catch((e: Error) => e)).toString(), /not found/);
+    assert.match(
+      (await new ConfigMapSource(api, 'elsewhere').read(new AbortController().signal).catch((e: Error) => e)).toString(),
+      /not found/,
+    );
   });
 });

@@ -6,8 +6,12 @@ import { minimumsOf, type OsImage } from './fields.ts';
 import { BUNDLED_CATALOGUE } from './sources.ts';
 import { badEntries, parseCatalogue } from './validate.ts';
 
-const BASE = { OS_NAME: 'Ubuntu 24.04 LTS', CLOUD_USER: 'ubuntu', OS_IMAGE_URL: 'https://cloud-images.ubuntu.com/noble/current/noble-server-cloudimg-amd64.img' };
-const catalogue = (...entries: Record<string, unknown>[]) => stringify({ images: entries });
+const BASE = {
+  OS_NAME: 'Ubuntu 24.04 LTS',
+  CLOUD_USER: 'ubuntu',
+  OS_IMAGE_URL: 'https://cloud-images.ubuntu.com/noble/current/noble-server-cloudimg-amd64.img',
+};
+const catalogue = (...entries: unknown[]) => stringify({ images: entries });
 
 /** The problems of a one-entry catalogue whose entry is BASE with `fields` changed. */
 function problemsOf(fields: Record<string, unknown>): { field: string; message: string }[] {
@@ -18,11 +22,39 @@ function problemsOf(fields: Record<string, unknown>): { field: string; message: 
 
 /** Each field's rule: values it takes, and values it refuses with (part of) the reason. */
 const RULES: { field: string; good: string[]; bad: [string, RegExp][] }[] = [
-  { field: 'OS_NAME', good: ['Debian 12 (bookworm)', 'Windows Server 2022'], bad: [['', /required/], ['  ', /must not be empty/], [' Ubuntu', /spaces/], ['a\tb', /control/], ['x'.repeat(101), /at most 100/]] },
-  { field: 'CLOUD_USER', good: ['ubuntu', 'Administrator', 'kube-dc', '_svc'], bad: [['', /required/], ['1root', /user name/], ['a b', /user name/], ['x'.repeat(33), /user name/]] },
+  {
+    field: 'OS_NAME',
+    good: ['Debian 12 (bookworm)', 'Windows Server 2022'],
+    bad: [
+      ['', /required/],
+      ['  ', /must not be empty/],
+      [' Ubuntu', /spaces/],
+      ['a\tb', /control/],
+      ['x'.repeat(101), /at most 100/],
+    ],
+  },
+  {
+    field: 'CLOUD_USER',
+    good: ['ubuntu', 'Administrator', 'kube-dc', '_svc'],
+    bad: [
+      ['', /required/],
+      ['1root', /user name/],
+      ['a b', /user name/],
+      ['x'.repeat(33), /user name/],
+    ],
+  },
   {
     field: 'OS_IMAGE_URL',
-    good: ['https://x.example/a.qcow2', 'http://mirror.lan/img/disk.raw', 'https://x.example/w.vmdk', 'https://x.example/a.qcow2.xz', 'https://x.example/disk.img.gz', 'https://x.example/d.raw.zst', 'https://x.example/a.QCOW2?sig=1', 'https://x.example/a.img.bz2'],
+    good: [
+      'https://x.example/a.qcow2',
+      'http://mirror.lan/img/disk.raw',
+      'https://x.example/w.vmdk',
+      'https://x.example/a.qcow2.xz',
+      'https://x.example/disk.img.gz',
+      'https://x.example/d.raw.zst',
+      'https://x.example/a.QCOW2?sig=1',
+      'https://x.example/a.img.bz2',
+    ],
     bad: [
       ['', /required/],
       ['cloud-images/noble.img', /absolute http/],
@@ -35,15 +67,66 @@ const RULES: { field: string; good: string[]; bad: [string, RegExp][] }[] = [
       ['https://x.example/qcow2', /disk image file/],
     ],
   },
-  { field: 'MIN_MEMORY', good: ['1G', '512M', '1.5G', '1024G'], bad: [['2Gi', /suffix G or M/], ['2', /suffix G or M/], ['2g', /suffix G or M/], ['0G', /more than zero/], ['2T', /suffix G or M/], ['2048G', /largest VM/], ['-1G', /suffix/]] },
-  { field: 'MIN_VCPU', good: ['1', '4', '128'], bad: [['0', /whole number/], ['1.5', /whole number/], ['two', /whole number/], ['04', /whole number/], ['129', /largest VM/]] },
-  { field: 'MIN_STORAGE', good: ['20G', '2G', '0.5G', '16384G'], bad: [['20', /suffix G/], ['20M', /suffix G/], ['1T', /suffix G/], ['0G', /more than zero/], ['20000G', /largest VM/]] },
-  { field: 'FIRMWARE_TYPE', good: ['bios', 'efi'], bad: [['uefi', /"bios" or "efi"/], ['EFI', /"bios" or "efi"/]] },
-  { field: 'MACHINE_TYPE', good: ['q35', 'pc-q35-rhel8.6.0', 'pc-i440fx-9.0'], bad: [['Q35', /machine type/], ['q 35', /machine type/]] },
+  {
+    field: 'MIN_MEMORY',
+    good: ['1G', '512M', '1.5G', '1024G'],
+    bad: [
+      ['2Gi', /suffix G or M/],
+      ['2', /suffix G or M/],
+      ['2g', /suffix G or M/],
+      ['0G', /more than zero/],
+      ['2T', /suffix G or M/],
+      ['2048G', /largest VM/],
+      ['-1G', /suffix/],
+    ],
+  },
+  {
+    field: 'MIN_VCPU',
+    good: ['1', '4', '128'],
+    bad: [
+      ['0', /whole number/],
+      ['1.5', /whole number/],
+      ['two', /whole number/],
+      ['04', /whole number/],
+      ['129', /largest VM/],
+    ],
+  },
+  {
+    field: 'MIN_STORAGE',
+    good: ['20G', '2G', '0.5G', '16384G'],
+    bad: [
+      ['20', /suffix G/],
+      ['20M', /suffix G/],
+      ['1T', /suffix G/],
+      ['0G', /more than zero/],
+      ['20000G', /largest VM/],
+    ],
+  },
+  {
+    field: 'FIRMWARE_TYPE',
+    good: ['bios', 'efi'],
+    bad: [
+      ['uefi', /"bios" or "efi"/],
+      ['EFI', /"bios" or "efi"/],
+    ],
+  },
+  {
+    field: 'MACHINE_TYPE',
+    good: ['q35', 'pc-q35-rhel8.6.0', 'pc-i440fx-9.0'],
+    bad: [
+      ['Q35', /machine type/],
+      ['q 35', /machine type/],
+    ],
+  },
   {
     field: 'FEATURES',
     good: ['acpi', 'acpi,apic', 'hyperv, acpi, apic, smm, tpm'],
-    bad: [['acpi,,tpm', /without empty items/], ['acpi,', /without empty items/], ['acpi,kvm', /feature "kvm" must be one of/], ['acpi,acpi', /twice/]],
+    bad: [
+      ['acpi,,tpm', /without empty items/],
+      ['acpi,', /without empty items/],
+      ['acpi,kvm', /feature "kvm" must be one of/],
+      ['acpi,acpi', /twice/],
+    ],
   },
   {
     field: 'CLOUD_INIT',
@@ -64,8 +147,23 @@ const RULES: { field: string; good: string[]; bad: [string, RegExp][] }[] = [
       ['#cloud-config\na: 1\na: 2\n', /not valid cloud-config YAML/],
     ],
   },
-  { field: 'BOOT_ORDER', good: ['disk', 'cdrom,disk', 'disk, network'], bad: [['disk,,cdrom', /empty items/], ['Disk', /device name/], ['disk,disk', /twice/]] },
-  { field: 'ADDITIONAL_DISKS', good: ['virtio-drivers', 'data:100G'], bad: [['  ', /not be empty/], ['a\nb', /one line/]] },
+  {
+    field: 'BOOT_ORDER',
+    good: ['disk', 'cdrom,disk', 'disk, network'],
+    bad: [
+      ['disk,,cdrom', /empty items/],
+      ['Disk', /device name/],
+      ['disk,disk', /twice/],
+    ],
+  },
+  {
+    field: 'ADDITIONAL_DISKS',
+    good: ['virtio-drivers', 'data:100G'],
+    bad: [
+      ['  ', /not be empty/],
+      ['a\nb', /one line/],
+    ],
+  },
 ];
 
 describe('images.yaml validation: every field of the seed table', () => {
@@ -115,7 +213,11 @@ describe('images.yaml validation: every field of the seed table', () => {
         ['FIRMWARE_TYPE', 8, 'must be a string, got a mapping'],
         ['MACHINE_TYPE', 9, 'must be a string, got the boolean true (quote it: "true")'],
         ['FEATURES', 7, 'must be a string, got a list'],
-      ].sort((a, b) => ['FIRMWARE_TYPE', 'MACHINE_TYPE', 'FEATURES'].indexOf(String(a[0])) - ['FIRMWARE_TYPE', 'MACHINE_TYPE', 'FEATURES'].indexOf(String(b[0]))),
+      ].sort(
+        (a, b) =>
+          ['FIRMWARE_TYPE', 'MACHINE_TYPE', 'FEATURES'].indexOf(String(a[0])) -
+          ['FIRMWARE_TYPE', 'MACHINE_TYPE', 'FEATURES'].indexOf(String(b[0])),
+      ),
     );
     assert.equal(report.valid, false);
   });
@@ -159,7 +261,11 @@ describe('images.yaml validation: every field of the seed table', () => {
     assert.deepEqual(problems({}), ['FIRMWARE_TYPE', 'FEATURES']);
     assert.deepEqual(problems({ FIRMWARE_TYPE: 'bios', FEATURES: 'acpi,smm' }), ['FIRMWARE_TYPE', 'FEATURES']);
     assert.deepEqual(problems({ FIRMWARE_TYPE: 'efi', FEATURES: 'acpi,tpm' }), []);
-    assert.deepEqual(problemsOf({ ...windows, OS_NAME: 'windows11 enterprise', FIRMWARE_TYPE: 'efi' }).map((p) => p.field), ['FEATURES'], 'named any case');
+    assert.deepEqual(
+      problemsOf({ ...windows, OS_NAME: 'windows11 enterprise', FIRMWARE_TYPE: 'efi' }).map((p) => p.field),
+      ['FEATURES'],
+      'named any case',
+    );
     assert.deepEqual(problemsOf({ ...windows, OS_NAME: 'Windows Server 2022' }), []);
     assert.deepEqual(problemsOf({ ...windows, OS_NAME: 'Windows 110' }), [], 'a word boundary, not a prefix');
   });
@@ -173,7 +279,9 @@ describe('images.yaml validation: every field of the seed table', () => {
   });
 
   test('every problem of an entry is reported at once, in the table order, with the entry index and name', () => {
-    const report = parseCatalogue(catalogue(BASE, { OS_NAME: 'Broken', OS_IMAGE_URL: 'ftp://x/a.qcow2', MIN_VCPU: '0', FIRMWARE_TYPE: 'uefi' }));
+    const report = parseCatalogue(
+      catalogue(BASE, { OS_NAME: 'Broken', OS_IMAGE_URL: 'ftp://x/a.qcow2', MIN_VCPU: '0', FIRMWARE_TYPE: 'uefi' }),
+    );
     assert.deepEqual(
       badEntries(report).map((e) => [e.index, e.name, e.problems.map((p) => p.field)]),
       [[1, 'Broken', ['CLOUD_USER', 'OS_IMAGE_URL', 'MIN_VCPU', 'FIRMWARE_TYPE']]],
@@ -194,7 +302,11 @@ describe('images.yaml validation: every field of the seed table', () => {
   });
 
   test('minimums: G and M read as GiB and MiB, rounded up to whole GiB; omitted ones take the defaults', () => {
-    assert.deepEqual(minimumsOf({ ...BASE, MIN_MEMORY: '512M', MIN_VCPU: '2', MIN_STORAGE: '2.5G' }), { vcpu: 2, memoryGib: 1, storageGib: 3 });
+    assert.deepEqual(minimumsOf({ ...BASE, MIN_MEMORY: '512M', MIN_VCPU: '2', MIN_STORAGE: '2.5G' }), {
+      vcpu: 2,
+      memoryGib: 1,
+      storageGib: 3,
+    });
     assert.deepEqual(minimumsOf({ ...BASE, MIN_MEMORY: '1536M' }), { vcpu: 1, memoryGib: 2, storageGib: 10 });
     assert.deepEqual(minimumsOf(BASE), { vcpu: 1, memoryGib: 1, storageGib: 10 });
   });
