@@ -6,6 +6,7 @@ import { capacityRoutes } from '../capacity/routes.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
+import { osImagesFastPath } from '../images/fast-path.ts';
 import { imageRoutes } from '../images/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
@@ -38,7 +39,8 @@ export const API_VERSION = '1.0.0';
  */
 export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
-  const app = createHttpApp(logger, 'partner-api', { trustProxy });
+  const fastPath = osImagesFastPath({ access: services.consoleAccess, images: services.images, logger, api: 'partner-api' });
+  const app = createHttpApp(logger, 'partner-api', { trustProxy, fastPath });
   // Before any route: the document is built from the routes as they are added.
   await registerOpenApi(app, { version: API_VERSION });
   const partnerRoutes: PartnerRoute[] = [];

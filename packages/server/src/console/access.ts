@@ -24,13 +24,19 @@ export class ConsoleAccess {
     this.#ttlMs = deps.ttlMs;
   }
 
+  /** The session when it is remembered and fresh; undefined otherwise (then ask `session`). */
+  peek(sessionId: string): ConsoleSession | undefined {
+    const entry = this.#entries.get(keyOf(sessionId));
+    const nowMs = this.#clock.nowMs();
+    return entry && nowMs - entry.atMs < this.#ttlMs && nowMs >= entry.atMs ? entry.session : undefined;
+  }
+
   async session(sessionId: string | undefined): Promise<ConsoleSession | undefined> {
     if (!sessionId) return undefined;
-    // Keyed by a hash: the cache never holds a usable cookie.
-    const key = createHash('sha256').update(sessionId).digest('base64url');
+    const fresh = this.peek(sessionId);
+    if (fresh) return fresh;
+    const key = keyOf(sessionId);
     const nowMs = this.#clock.nowMs();
-    const entry = this.#entries.get(key);
-    if (entry && nowMs - entry.atMs < this.#ttlMs && nowMs >= entry.atMs) return entry.session;
     const session = await this.#console.session(sessionId);
     if (!session) {
       this.#entries.delete(key);
@@ -43,4 +49,9 @@ export class ConsoleAccess {
     }
     return session;
   }
+}
+
+/** Entries are keyed by a hash: the cache never holds a usable cookie. */
+function keyOf(sessionId: string): string {
+  return createHash('sha256').update(sessionId).digest('base64url');
 }

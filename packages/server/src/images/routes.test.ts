@@ -83,6 +83,41 @@ for (const target of testDatabases()) {
       alice = (await consoleCookie(server, p.live, 'acme', 'alice')).cookie;
     });
 
+    test('a session seen in the last 2 s is answered from memory, with the same bytes and headers; a revocation shows within 2 s', async () => {
+      const { cookie } = await consoleCookie(server, p.live, 'acme', 'alice');
+      const first = await images('acme-default', cookie);
+      const original = server.services.console.session.bind(server.services.console);
+      let reads = 0;
+      server.services.console.session = (id) => {
+        reads++;
+        return original(id);
+      };
+      try {
+        const second = await images('acme-default', cookie);
+        assert.equal(reads, 0, 'no database read for a cached session');
+        assert.equal(second.text, first.text);
+        for (const header of ['content-type', 'cache-control', 'content-length'])
+          assert.equal(second.headers.get(header), first.headers.get(header), header);
+        assert.notEqual(second.headers.get('x-request-id'), first.headers.get('x-request-id'));
+        const line = server.logs.find((l) => l.request_id === second.headers.get('x-request-id'));
+        assert.deepEqual([line?.route, line?.status, line?.api], ['/api/create-vm/:namespace/os-images', 200, 'partner-api']);
+        // Another namespace or a query string go the framework's way, with its errors.
+        assertError(await images('globex-default', cookie), 404, 'NOT_FOUND');
+        assertError(
+          await http(server.partnerUrl, 'GET', '/api/create-vm/acme-default/os-images?x=1', { headers: { cookie } }),
+          400,
+          'VALIDATION_ERROR',
+        );
+        await server.database.db.deleteFrom('console_sessions').execute();
+        assert.equal((await images('acme-default', cookie)).status, 200, 'within the 2 s a revoked session still reads the list');
+        server.clock.advance(2_000);
+        assertError(await images('acme-default', cookie), 401, 'UNAUTHORIZED');
+      } finally {
+        server.services.console.session = original;
+        alice = (await consoleCookie(server, p.live, 'acme', 'alice')).cookie;
+      }
+    });
+
     test("404 NOT_FOUND for another customer's namespace and for one that does not exist, alike", async () => {
       const other = assertError(await images('globex-default', alice), 404, 'NOT_FOUND');
       const none = assertError(await images('nobody-default', alice), 404, 'NOT_FOUND');
