@@ -147,7 +147,8 @@ export class OsImageCatalogue {
       return;
     }
     this.#lastReadError = undefined;
-    this.#checkedAtMs = this.#clock.nowMs();
+    const nowMs = this.#clock.nowMs();
+    this.#checkedAtMs = nowMs;
     const hash = createHash('sha256').update(text).digest('hex');
     if (hash === this.#servedHash) {
       this.#seenHash = hash;
@@ -165,7 +166,7 @@ export class OsImageCatalogue {
     const report = parseCatalogue(text);
     this.#logReport(report);
     if (report.valid) {
-      this.#apply(report.images, hash);
+      this.#apply(report.images, hash, nowMs);
       this.#status = 'ok';
       this.#problem = null;
       this.#logger.info({ source: this.#source.description, entries: report.images.length }, 'os image catalogue loaded');
@@ -176,7 +177,7 @@ export class OsImageCatalogue {
       report.errors.length > 0 ? `${report.errors[0]?.message ?? 'is invalid'}` : `${bad} bad ${bad === 1 ? 'entry' : 'entries'}`;
     if (this.#loadedAtMs === undefined) {
       // Nothing good was ever served (a bad file at start-up): serve its good entries rather than none (decision 136).
-      this.#apply(report.images, undefined);
+      this.#apply(report.images, undefined, nowMs);
     }
     this.#status = 'invalid';
     this.#problem = `${this.#source.description}: ${what}; ${this.#serving()}`;
@@ -184,12 +185,12 @@ export class OsImageCatalogue {
     this.#logger.error({ source: this.#source.description, problem: this.#problem }, 'os image catalogue refused');
   }
 
-  #apply(images: OsImage[], hash: string | undefined): void {
+  #apply(images: OsImage[], hash: string | undefined, atMs: number): void {
     this.#images = Object.freeze(images);
     this.#byName = new Map(images.map((image) => [image.OS_NAME, image]));
     this.#json = Buffer.from(JSON.stringify(images));
     this.#servedHash = hash;
-    this.#loadedAtMs = this.#clock.nowMs();
+    this.#loadedAtMs = atMs;
   }
 
   #serving(): string {
