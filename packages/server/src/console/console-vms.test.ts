@@ -216,6 +216,29 @@ for (const target of testDatabases()) {
       assert.deepEqual((conflict.details as { vms: string[] }).vms, ['globex-default/db-1']);
     });
 
+    test('Platform.createVm is idempotent for the same VM and refuses another VM of the same name', async () => {
+      const ctx = { db: server.database.db, partnerId: 'vms', mode: 'live' as const, scope: 'live' as const, now: server.clock.now() };
+      const image = {
+        osName: UBUNTU,
+        url: 'https://x.example/u.img',
+        cloudUser: 'ubuntu',
+        firmware: 'bios' as const,
+        machineType: 'q35',
+        features: ['acpi'],
+        cloudInit: null,
+        bootOrder: ['disk'],
+        additionalDisks: null,
+      };
+      const quota = { customer: { vcpu: 100, memory_gib: 100, storage_gib: 1000 }, project: {} };
+      const vm = { customerId: 'globex', namespace: 'globex-default', name: 'api-1', vcpu: 1, memoryGib: 1, storageGib: 10, image, quota };
+      assert.deepEqual(await server.services.platform.createVm(ctx, vm), { state: 'done' });
+      assert.deepEqual(await server.services.platform.createVm(ctx, vm), { state: 'done' }, 'asked again');
+      const other = await server.services.platform.createVm(ctx, { ...vm, vcpu: 2 });
+      assert.equal(other.state === 'failed' && other.code, 'ALREADY_EXISTS');
+      const workloads = await server.services.platform.listWorkloads(ctx, 'globex');
+      assert.deepEqual(workloads.vms, ['globex-default/db-1', 'globex-default/api-1'], 'listed once');
+    });
+
     test('a test-mode customer creates VMs on its own sandbox, apart from live', async () => {
       await activeCustomer(server, p.test, 'acme', { owner: { username: 'tess', email: 'tess@acme.example' } });
       const tess = await signIn('acme', 'tess', p.test);

@@ -108,6 +108,7 @@ export class ConsoleVmService {
     };
     const outcome = await this.#deps.platform.createVm(ctx, vm);
     if (outcome.state === 'failed') {
+      if (outcome.code === 'ALREADY_EXISTS') return { errors: { name: `Project ${project.name} already has a VM named ${request.name}.` } };
       return { errors: { form: outcome.code === 'QUOTA_EXCEEDED' ? outcome.message : `The platform refused the VM: ${outcome.message}` } };
     }
     const now = this.#deps.clock.now();

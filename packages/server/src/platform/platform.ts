@@ -35,10 +35,10 @@ export interface Platform {
   startWorkloads(ctx: PlatformContext, customerId: string): Promise<Workloads>;
 
   /**
-   * Creates a VM in a project's namespace from an OS image (the console's form). Idempotent by name: a VM
-   * that exists is `done`. From then on it is one of the customer's workloads, named `<namespace>/<name>`
-   * by listWorkloads. Refuses with `failed` (code `QUOTA_EXCEEDED`) a VM that does not fit the quota, as
-   * a namespace's resource quota does on a cluster.
+   * Creates a VM in a project's namespace from an OS image (the console's form). Idempotent: the same VM
+   * asked again is `done`; another VM of that name is `failed` with `ALREADY_EXISTS`. From then on it is
+   * one of the customer's workloads, named `<namespace>/<name>` by listWorkloads. A VM that does not fit
+   * the quota is `failed` with `QUOTA_EXCEEDED`, as a namespace's resource quota refuses it on a cluster.
    */
   createVm(ctx: PlatformContext, vm: PlatformVm): Promise<Progress>;
 

@@ -21,8 +21,26 @@ export async function createSandboxVm(
     // One creator per customer at a time, so two VMs cannot both fit the quota's last room.
     await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-vms:${tx.scope}:${vm.customerId}`}))`.execute(tx.db);
     const before = await workloadsOf(tx);
-    if (before.vms.includes(name)) return { state: 'done' };
     const size = { vcpu: vm.vcpu, memory_gib: vm.memoryGib, storage_gib: vm.storageGib };
+    if (before.vms.includes(name)) {
+      // Asking again for the same VM is done; another VM of that name is a conflict, as on a cluster.
+      const existing = await tx.db
+        .selectFrom('sandbox_vms')
+        .select(['vcpu', 'memory_gib', 'storage_gib', 'image'])
+        .where('platform_scope', '=', tx.scope)
+        .where('customer_id', '=', vm.customerId)
+        .where('name', '=', name)
+        .executeTakeFirst();
+      const same =
+        existing !== undefined &&
+        existing.vcpu === size.vcpu &&
+        existing.memory_gib === size.memory_gib &&
+        existing.storage_gib === size.storage_gib &&
+        canonical(existing.image) === canonical(vm.image);
+      return same
+        ? { state: 'done' }
+        : { state: 'failed', code: 'ALREADY_EXISTS', message: `A VM named ${vm.name} exists in ${vm.namespace}.` };
+    }
     const over = await overQuota(tx, vm, before, size);
     if (over) return { state: 'failed', code: 'QUOTA_EXCEEDED', message: over };
     await tx.db
@@ -109,4 +127,11 @@ async function overQuota(ctx: PlatformContext, vm: PlatformVm, workloads: Worklo
     }
   }
   return undefined;
+}
+
+/** JSON with keys sorted: jsonb gives objects back in its own key order. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1))) : v,
+  );
 }
