@@ -97,6 +97,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       deleteExpiredKeys(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
       deleteExpiredOperations(database.db, now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
+      services.vms.deleteOrphanRecords().catch((err: unknown) => logger.warn({ err }, 'console VM records cleanup failed'));
       services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));
     }, MAINTENANCE_INTERVAL_MS);
     maintenance.unref();

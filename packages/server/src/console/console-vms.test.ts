@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { assertError, http, partnerApi } from '../../test/client.ts';
 import { consoleCookie, csrfFrom, loginUrl } from '../../test/console-session.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
-import { activeCustomer, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
+import { activeCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
 
 const UBUNTU = 'Ubuntu 24.04 LTS';
 
@@ -250,6 +250,23 @@ for (const target of testDatabases()) {
       assert.equal((await post(tess, vm('web-1'))).status, 303, 'the same name is free in test mode');
       const conflict = assertError(await partnerApi(server, 'DELETE', '/customers/acme', { token: p.test }), 409, 'CONFLICT');
       assert.deepEqual((conflict.details as { vms: string[] }).vms, ['acme-default/web-1']);
+
+      // Once its VMs are gone the customer can be deleted, and the console forgets what it recorded.
+      const cleared = await partnerApi(server, 'PUT', '/test-helpers/customers/acme/workloads', {
+        token: p.test,
+        body: { vms: [], databases: [], gpus: {} },
+      });
+      assert.equal(cleared.status, 200, cleared.text);
+      assert.equal((await partnerApi(server, 'DELETE', '/customers/acme?mode=immediate', { token: p.test })).status, 202);
+      await eventually(
+        () => partnerApi(server, 'GET', '/customers/acme', { token: p.test }),
+        (r) => r.status === 404,
+      );
+      const records = () => server.database.db.selectFrom('console_vms').select('name').where('created_by', '=', 'tess').execute();
+      assert.equal((await records()).length, 1);
+      await server.services.vms.deleteOrphanRecords();
+      assert.deepEqual(await records(), []);
+      assert.ok((await server.database.db.selectFrom('console_vms').select('name').execute()).length >= 3, 'live records stay');
     });
   });
 }

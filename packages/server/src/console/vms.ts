@@ -142,6 +142,16 @@ export class ConsoleVmService {
     };
   }
 
+  /** Forgets the records of VMs whose customer is gone (its VMs were removed before it could be deleted). */
+  async deleteOrphanRecords(): Promise<void> {
+    await this.#deps.db
+      .deleteFrom('console_vms')
+      .where(({ not, exists, selectFrom }) =>
+        not(exists(selectFrom('customers').select('uid').whereRef('customers.uid', '=', 'console_vms.customer_uid'))),
+      )
+      .execute();
+  }
+
   /** The platform context of the session's customer: its partner, mode and that mode's clock. */
   async #context(session: ConsoleSession): Promise<PlatformContext> {
     const { db, clock, partnerCache } = this.#deps;
