@@ -6,9 +6,9 @@ import type { CatalogueSource } from './sources.ts';
 import { badEntries, type CatalogueReport, parseCatalogue } from './validate.ts';
 
 /** platform-deployment.md, Limits: "OS image list cache in the backend: 30 seconds". */
-export const CATALOGUE_TTL_MS = 30_000;
+const CATALOGUE_TTL_MS = 30_000;
 /** A read that takes longer is abandoned; the cached catalogue stays served (decision 137). */
-export const CATALOGUE_READ_TIMEOUT_MS = 5_000;
+const CATALOGUE_READ_TIMEOUT_MS = 5_000;
 
 export type CatalogueStatus = 'ok' | 'invalid' | 'unreadable';
 

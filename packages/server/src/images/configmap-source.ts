@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { CatalogueSource } from './sources.ts';
 
-export const IMAGES_CONFIGMAP = 'images-configmap';
-export const IMAGES_KEY = 'images.yaml';
+const IMAGES_CONFIGMAP = 'images-configmap';
+const IMAGES_KEY = 'images.yaml';
 const SERVICE_ACCOUNT_NAMESPACE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
 
 /** The subset of the Kubernetes client the source uses (the API double and the real client both have it). */
@@ -44,7 +44,7 @@ export class ConfigMapSource implements CatalogueSource {
 }
 
 /** The namespace of the pod this process runs in, as its service account says; `default` outside a pod. */
-export function podNamespace(): string {
+function podNamespace(): string {
   try {
     return readFileSync(SERVICE_ACCOUNT_NAMESPACE, 'utf8').trim() || 'default';
   } catch {

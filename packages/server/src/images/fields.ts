@@ -25,10 +25,10 @@ export type ImageField = (typeof IMAGE_FIELDS)[number];
 export type OsImage = { [K in (typeof REQUIRED_FIELDS)[number]]: string } & { [K in (typeof OPTIONAL_FIELDS)[number]]?: string };
 
 export const FEATURES = ['acpi', 'apic', 'hyperv', 'smm', 'tpm'] as const;
-export const FIRMWARE_TYPES = ['bios', 'efi'] as const;
+const FIRMWARE_TYPES = ['bios', 'efi'] as const;
 /** Disk image formats the VM runtime imports, and the compressions it unpacks (decision 131). */
-export const DISK_EXTENSIONS = ['qcow2', 'img', 'raw', 'vmdk'] as const;
-export const COMPRESSIONS = ['gz', 'xz', 'bz2', 'zst'] as const;
+const DISK_EXTENSIONS = ['qcow2', 'img', 'raw', 'vmdk'] as const;
+const COMPRESSIONS = ['gz', 'xz', 'bz2', 'zst'] as const;
 
 /**
  * The largest VM the console offers (decision 134). An entry whose minimum is above it could never be

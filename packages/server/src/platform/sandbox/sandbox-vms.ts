@@ -75,7 +75,7 @@ export async function createSandboxVm(
 }
 
 /** What the customer's workloads hold while they run: VMs at their own size (VM_SIZE when unknown), databases. */
-export async function workloadSizes(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<Map<string, VmResources>> {
+async function workloadSizes(ctx: PlatformContext, customerId: string, workloads: Workloads): Promise<Map<string, VmResources>> {
   const sizes = new Map<string, VmResources>();
   if (workloads.vms.length === 0) return sizes;
   const rows = await ctx.db
