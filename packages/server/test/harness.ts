@@ -120,6 +120,7 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     TENANTRY_LISTEN: '127.0.0.1:0',
     TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
     TENANTRY_OPERATOR_TOKEN: randomBytes(24).toString('hex'),
+    TENANTRY_SECRET_KEY: randomBytes(32).toString('hex'),
     TENANTRY_SANDBOX_DELAY_MS: '0',
     TENANTRY_DATA_DIR: '/nonexistent-test-data-dir',
     ...options.env,

@@ -13,11 +13,21 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Runs `tenantry serve` as its own process and waits until both listeners are up. */
-export async function spawnServe(env: Record<string, string>, options: { keepOutput?: boolean } = {}): Promise<ServeProcess> {
+/** The secret key of processes that share one PostgreSQL database in tests (production gives them one too). */
+export const SHARED_TEST_SECRET_KEY = 'a1'.repeat(32);
+
+/**
+ * Runs `tenantry serve` as its own process and waits until both listeners are up. Processes on a
+ * PostgreSQL server share one secret key, as a deployment's do; embedded ones keep theirs in their data directory.
+ */
+export async function spawnServe(
+  env: Record<string, string>,
+  options: { keepOutput?: boolean; args?: string[] } = {},
+): Promise<ServeProcess> {
   let listening = false;
-  const child = spawn(process.execPath, [CLI, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', TENANTRY_LISTEN: '127.0.0.1:0', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0', ...env },
+  const sharedKey = env.TENANTRY_DATABASE_URL ? { TENANTRY_SECRET_KEY: SHARED_TEST_SECRET_KEY } : {};
+  const child = spawn(process.execPath, [CLI, 'serve', ...(options.args ?? [])], {
+    env: { PATH: process.env.PATH ?? '', TENANTRY_LISTEN: '127.0.0.1:0', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0', ...sharedKey, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -45,7 +55,7 @@ export async function spawnServe(env: Record<string, string>, options: { keepOut
     ...urls,
     output: () => output,
     stop: async (signal = 'SIGTERM') => {
-      if (child.exitCode !== null) return child.exitCode;
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill(signal);
       const [code] = (await once(child, 'exit')) as [number | null];
       return code;

@@ -1,14 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
+import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 import { type DatabaseHandle, openDatabase } from '../infra/db/database.ts';
 import { migrateToLatest } from '../infra/db/migrate.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
+import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import type { Resolver } from '../webhooks/destination.ts';
@@ -53,6 +55,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     options.logger ??
     pino({ level: config.logLevel, base: { service: 'tenantry' } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
   const clock = options.clock ?? systemClock;
+  // The data directory holds the embedded database, the generated operator token and the secret
+  // key file, whichever of them this deployment uses: owner-only, or start-up stops.
+  const usesDataDir =
+    (options.database === undefined && config.databaseUrl === undefined) ||
+    config.operatorToken === undefined ||
+    (config.secretKey === undefined && config.secretKeyFile === undefined);
+  if (usesDataDir) {
+    const { repaired } = prepareDataDir(config.dataDir, { fix: config.fixPermissions });
+    if (repaired > 0) logger.warn({ data_dir: config.dataDir, entries: repaired }, 'data directory made owner-only');
+  }
+  const secretKeys = loadSecretKeys(config);
   const database =
     options.database ??
     (await openDatabase(
@@ -64,8 +77,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   try {
     const applied = await migrateToLatest(database.db);
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
+    database.secureFiles();
     const services = await createServices({
       database,
+      secretBox: secretKeys.box,
       clock,
       logger,
       partnerCacheMs: config.partnerCacheMs,
@@ -99,10 +114,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
       services.vms.deleteOrphanRecords().catch((err: unknown) => logger.warn({ err }, 'console VM records cleanup failed'));
       services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));
+      try {
+        database.secureFiles();
+      } catch (err) {
+        logger.warn({ err }, 'making the data directory owner-only failed');
+      }
     }, MAINTENANCE_INTERVAL_MS);
     maintenance.unref();
 
-    logger.info({ partner_api: partnerUrl, operator_api: operatorUrl, embedded_database: database.embedded }, 'tenantry serving');
+    logger.info(
+      {
+        partner_api: partnerUrl,
+        operator_api: operatorUrl,
+        embedded_database: database.embedded,
+        secret_key: { id: secretKeys.box.activeKeyId, source: secretKeys.source },
+      },
+      'tenantry serving',
+    );
     logger.flush();
     // A quiet server still writes its log lines within a second.
     const logFlush = setInterval(() => logger.flush(), 1_000);
@@ -143,11 +171,6 @@ export async function startServer(config: Config, options: StartOptions = {}): P
  */
 export function loadOrCreateOperatorToken(dataDir: string): string {
   const path = join(dataDir, 'operator-token');
-  mkdirSync(dataDir, { recursive: true });
-  try {
-    writeFileSync(path, `${randomBytes(32).toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-  }
+  writePrivateFile(path, `${randomBytes(32).toString('base64url')}\n`, { onlyIfAbsent: true });
   return readFileSync(path, 'utf8').trim();
 }

@@ -1,11 +1,12 @@
 import type { Logger } from 'pino';
 import { AccessTokenCodec } from '../auth/access-tokens.ts';
+import { KeyCache } from '../auth/key-cache.ts';
 import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
 import { QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
-import { ConsoleAccess } from '../console/access.ts';
 import { ConsoleService } from '../console/service.ts';
+import { ConsoleSessionCache } from '../console/session-cache.ts';
 import { ConsoleVmService } from '../console/vms.ts';
 import { CustomerService } from '../customers/service.ts';
 import { EventService } from '../events/service.ts';
@@ -15,6 +16,7 @@ import type { Clock } from '../infra/clock.ts';
 import type { DatabaseHandle } from '../infra/db/database.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
+import type { SecretBox } from '../infra/secrets/secret-box.ts';
 import { loadServerSecrets } from '../infra/secrets/server-secrets.ts';
 import { OperationEngine } from '../operations/engine.ts';
 import { OperationService } from '../operations/service.ts';
@@ -28,12 +30,15 @@ import { UsageService } from '../usage/service.ts';
 import { UserService } from '../users/service.ts';
 import { DestinationGuard, type Resolver } from '../webhooks/destination.ts';
 import { WebhookDispatcher } from '../webhooks/dispatcher.ts';
+import { resealWebhookSecrets, WebhookSecrets } from '../webhooks/secrets.ts';
 import { WebhookSender } from '../webhooks/sender.ts';
 import { WebhookService } from '../webhooks/service.ts';
 
 /** What the composition root needs to know to wire the modules together. */
 export interface ServiceOptions {
   database: DatabaseHandle;
+  /** Seals and opens secrets at rest, with the key kept outside the database. */
+  secretBox: SecretBox;
   clock: Clock;
   logger: Logger;
   partnerCacheMs: number;
@@ -70,7 +75,7 @@ export interface Services {
   operations: OperationService;
   console: ConsoleService;
   /** Console sessions for the OS image list (a short per-process cache) and the console's VMs. */
-  consoleAccess: ConsoleAccess;
+  consoleSessions: ConsoleSessionCache;
   vms: ConsoleVmService;
   /** The OS image catalogue the VM form offers. */
   images: OsImageCatalogue;
@@ -87,9 +92,14 @@ export interface Services {
 export async function createServices(options: ServiceOptions): Promise<Services> {
   const { database, clock } = options;
   const { db, embedded } = database;
-  const secrets = await loadServerSecrets(db);
-  const cursors = new CursorCodec(secrets.cursorSigningKey);
+  const secrets = await loadServerSecrets(db, options.secretBox);
+  const resealed = await resealWebhookSecrets(db, options.secretBox);
+  if (resealed > 0)
+    options.logger.info({ webhooks: resealed, key_id: options.secretBox.activeKeyId }, 'webhook secrets sealed with the active key');
+  const webhookSecrets = new WebhookSecrets(options.secretBox);
+  const cursors = new CursorCodec(secrets.cursorKey);
   const partnerCache = new PartnerCache(db, clock, options.partnerCacheMs);
+  const keyCache = new KeyCache(db, clock);
   const rateLimiter = createRateLimiter(db, embedded, clock);
   // The only platform driver so far; a kubernetes driver will serve live mode, the sandbox staying test mode's.
   const sandbox = new SandboxPlatform({ delayMs: options.sandboxDelayMs, addressRanges: options.sandboxAddressRanges });
@@ -98,32 +108,60 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const onOperationOpened = () => engine.kick();
   const provisioningMs = options.sandboxDelayMs;
   const guard = new DestinationGuard(options.webhookResolver);
-  const sender = new WebhookSender({ guard, extraCa: options.webhookCa });
-  const customers = new CustomerService({ db, cursors, platform, partnerCache, onOperationOpened, provisioningMs });
-  const consoleService = new ConsoleService({ db, clock, platform, customers, publicUrl: options.publicUrl });
+  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger: options.logger });
+  // Console access ends with the person, the customer's or the partner's suspension, in the
+  // transaction that makes the change; the console module is built last, so these call it late.
+  let consoleAccess: ConsoleService | undefined;
+  const console = () => consoleAccess as ConsoleService;
+  const customers = new CustomerService({
+    db,
+    cursors,
+    platform,
+    partnerCache,
+    onOperationOpened,
+    provisioningMs,
+    onCustomerSuspended: (trx, uid) => console().revokeCustomer(trx, uid),
+  });
+  const projects = new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs });
+  const users = new UserService({ db, cursors, platform, customers, onUserRemoved: (trx, uid) => console().revokeUser(trx, uid) });
+  consoleAccess = new ConsoleService({ db, clock, platform, customers, users, projects, partnerCache, publicUrl: options.publicUrl });
   const images = new OsImageCatalogue({ source: options.osImagesSource ?? bundledSource(), clock, logger: options.logger });
   return {
     options,
     cursors,
     partnerCache,
-    partners: new PartnerService({ db, clock, cursors, cache: partnerCache, setupMs: Math.round(options.sandboxDelayMs / 3) }),
-    keys: new KeyService(db, clock),
-    auth: new AuthService({ db, clock, tokens: new AccessTokenCodec(secrets.tokenSigningKey), partners: partnerCache, rateLimiter }),
+    partners: new PartnerService({
+      db,
+      clock,
+      cursors,
+      cache: partnerCache,
+      setupMs: Math.round(options.sandboxDelayMs / 3),
+      onPartnerSuspended: (trx, id) => console().revokePartner(trx, id),
+    }),
+    keys: new KeyService(db, clock, keyCache),
+    auth: new AuthService({
+      db,
+      clock,
+      tokens: new AccessTokenCodec(secrets.tokenSigningKey),
+      partners: partnerCache,
+      keys: keyCache,
+      rateLimiter,
+    }),
     platform,
     sandbox,
     engine,
     customers,
-    projects: new ProjectService({ db, cursors, customers, onOperationOpened, provisioningMs }),
-    users: new UserService({ db, cursors, platform, customers }),
+    projects,
+    users,
     operations: new OperationService({ db, cursors, customers, engine }),
-    console: consoleService,
-    consoleAccess: new ConsoleAccess({ console: consoleService, clock, ttlMs: options.partnerCacheMs }),
+    console: consoleAccess,
+    consoleSessions: new ConsoleSessionCache({ console: consoleAccess, clock, ttlMs: options.partnerCacheMs }),
     vms: new ConsoleVmService({ db, clock, platform, images, partnerCache }),
     images,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
     events: new EventService({ db, cursors }),
-    webhooks: new WebhookService({ db, clock, cursors, guard, sender }),
-    dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, embedded }),
+    webhooks: new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger }),
+    dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, secrets: webhookSecrets, embedded }),
     webhookSender: sender,
     capacity: new CapacityService({ db, clock, cursors }),
     quotas: new QuotaService({ db, platform }),

@@ -1,12 +1,20 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { KeyMode } from '../infra/db/schema.ts';
-import type { Scope } from './scopes.ts';
+import { decodeCanonicalBase64url } from '../infra/encoding.ts';
+import { isScope, type Scope } from './scopes.ts';
 
 /**
  * Access tokens are self-contained and signed with a key every process of the
- * deployment shares (HMAC-SHA256): checking one needs no database read. A
- * token is `tnt_at_<payload>.<signature>`, both base64url; the payload is
- * internal and may change; partners treat the token as opaque.
+ * deployment shares (HMAC-SHA256, the key sealed at rest): checking one needs
+ * no database read. A token is `tnt_at_<payload>.<signature>`, both base64url
+ * without padding; the payload is internal and may change; partners treat the
+ * token as opaque.
+ *
+ * Verification is strict: exactly one spelling of a token verifies (canonical
+ * base64url, nothing after the signature), the payload has exactly the fields
+ * and types this codec writes, and a token lives at most TOKEN_LIFETIME_S.
+ * Whether its key exists and belongs to its partner and mode is the caller's
+ * check (auth/service.ts), as is expiry against the clock.
  */
 export interface TokenClaims {
   partnerId: string;
@@ -32,7 +40,11 @@ interface Payload {
   exp: number;
 }
 
+/** partner-api.md, Limits: tokens live at most 15 minutes. */
+export const TOKEN_LIFETIME_S = 900;
 const PREFIX = 'tnt_at_';
+const SIGNATURE_BYTES = 32;
+const MAX_TOKEN_LENGTH = 2048;
 /** Verified tokens kept in memory; a token is a bearer secret, so they never leave the process. */
 const CACHE_SIZE = 10_000;
 
@@ -54,26 +66,23 @@ export class AccessTokenCodec {
       exp: claims.expiresAt,
     };
     const body = Buffer.from(JSON.stringify(payload)).toString('base64url');
-    return `${PREFIX}${body}.${this.#sign(body)}`;
+    return `${PREFIX}${body}.${this.#sign(body).toString('base64url')}`;
   }
 
   /** The claims of a token this deployment signed, or undefined. Expiry is the caller's check. */
   verify(token: string): VerifiedClaims | undefined {
     const cached = this.#verified.get(token);
     if (cached) return cached;
-    if (!token.startsWith(PREFIX) || token.length > 2048) return undefined;
-    const dot = token.lastIndexOf('.');
-    if (dot < 0) return undefined;
-    const body = token.slice(PREFIX.length, dot);
-    const presented = Buffer.from(token.slice(dot + 1), 'base64url');
-    const expected = Buffer.from(this.#sign(body), 'base64url');
-    if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) return undefined;
-    let payload: Payload;
-    try {
-      payload = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as Payload;
-    } catch {
-      return undefined;
-    }
+    if (token.length > MAX_TOKEN_LENGTH || !token.startsWith(PREFIX)) return undefined;
+    const parts = token.slice(PREFIX.length).split('.');
+    if (parts.length !== 2) return undefined;
+    const [body, signaturePart] = parts as [string, string];
+    const presented = decodeCanonicalBase64url(signaturePart);
+    if (presented?.length !== SIGNATURE_BYTES || !timingSafeEqual(presented, this.#sign(body))) return undefined;
+    // Signed by this deployment: the body is one this codec wrote, unless the key leaked. Check it anyway.
+    const bytes = decodeCanonicalBase64url(body);
+    const payload = bytes ? parsePayload(bytes) : undefined;
+    if (!payload) return undefined;
     const claims: VerifiedClaims = {
       partnerId: payload.p,
       kid: payload.k,
@@ -91,7 +100,26 @@ export class AccessTokenCodec {
     return claims;
   }
 
-  #sign(body: string): string {
-    return createHmac('sha256', this.#key).update(body).digest('base64url');
+  #sign(body: string): Buffer {
+    return createHmac('sha256', this.#key).update(body).digest();
   }
+}
+
+function parsePayload(bytes: Buffer): Payload | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const payload = value as Record<string, unknown>;
+  if (Object.keys(payload).length !== 6) return undefined;
+  const { p, k, m, s, iat, exp } = payload;
+  if (typeof p !== 'string' || typeof k !== 'string' || (m !== 'live' && m !== 'test')) return undefined;
+  if (!Array.isArray(s) || !s.every((scope) => typeof scope === 'string' && isScope(scope))) return undefined;
+  if (!Number.isSafeInteger(iat) || !Number.isSafeInteger(exp)) return undefined;
+  const lifetime = (exp as number) - (iat as number);
+  if (lifetime <= 0 || lifetime > TOKEN_LIFETIME_S) return undefined;
+  return payload as unknown as Payload;
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { validationError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { Scope } from './scopes.ts';
 import { type AuthService, type Principal, rateLimited, rateLimitHeaders, requireScope } from './service.ts';
@@ -28,6 +29,11 @@ export const authenticatePlugin = fp(
     app.addHook('onRequest', (request, reply, done) => {
       const scope = request.routeOptions.config.scope;
       if (scope === undefined) return done();
+      // Answers to authenticated calls are about one partner's data: no cache on the way keeps them.
+      reply.header('cache-control', 'no-store');
+      if (sentMoreThanOnce(request.raw.rawHeaders, 'authorization')) {
+        return done(validationError([{ in: 'header', field: 'authorization', message: 'was sent more than once; send one' }]));
+      }
       const admit = (rate: RateDecision) => {
         reply.headers(rateLimitHeaders(rate));
         if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
@@ -51,6 +57,16 @@ export const authenticatePlugin = fp(
   },
   { name: 'tenantry-authenticate' },
 );
+
+/** Node keeps the first of repeated Authorization headers and drops the rest; a request that repeats it is refused. */
+function sentMoreThanOnce(rawHeaders: string[], name: string): boolean {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const header = rawHeaders[i] as string;
+    if (header.length === name.length && header.toLowerCase() === name && ++seen > 1) return true;
+  }
+  return false;
+}
 
 /** The principal of an authenticated route; its absence is a programming error. */
 export function principalOf(request: { principal?: Principal }): Principal {

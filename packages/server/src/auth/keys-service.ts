@@ -6,6 +6,7 @@ import type { OperatorActor } from '../partners/service.ts';
 import { findPartner } from '../partners/store.ts';
 import { generateKey } from './api-key-format.ts';
 import { normaliseCidrs } from './cidr.ts';
+import type { KeyCache } from './key-cache.ts';
 import type { ApiKey, IssuedKey, IssueKeyRequest } from './keys-schemas.ts';
 import { type ApiKeyRow, insertKey, listKeys, revokeKey } from './keys-store.ts';
 
@@ -30,10 +31,12 @@ export function toApiKey(row: ApiKeyRow, nowMs: number): ApiKey {
 export class KeyService {
   readonly #db: Db;
   readonly #clock: Clock;
+  readonly #cache: KeyCache;
 
-  constructor(db: Db, clock: Clock) {
+  constructor(db: Db, clock: Clock, cache: KeyCache) {
     this.#db = db;
     this.#clock = clock;
+    this.#cache = cache;
   }
 
   async issue(partnerId: string, request: IssueKeyRequest, who: OperatorActor): Promise<IssuedKey> {
@@ -89,7 +92,7 @@ export class KeyService {
 
   async revoke(partnerId: string, kid: string, who: OperatorActor): Promise<ApiKey> {
     const now = this.#clock.now();
-    return this.#db.transaction().execute(async (trx) => {
+    const result = await this.#db.transaction().execute(async (trx) => {
       const revoked = await revokeKey(trx, partnerId, kid, now);
       if (!revoked) {
         const existing = (await listKeys(trx, partnerId)).find((k) => k.kid === kid);
@@ -108,5 +111,7 @@ export class KeyService {
       });
       return after;
     });
+    this.#cache.invalidate(kid);
+    return result;
   }
 }

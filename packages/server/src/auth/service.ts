@@ -5,21 +5,24 @@ import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { PartnerRow } from '../partners/store.ts';
-import type { AccessTokenCodec, VerifiedClaims } from './access-tokens.ts';
+import { type AccessTokenCodec, TOKEN_LIFETIME_S, type VerifiedClaims } from './access-tokens.ts';
 import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
+import type { KeyCache, KeyFacts } from './key-cache.ts';
 import { findKeyWithPartner, touchKey } from './keys-store.ts';
 import type { TokenResponse, Whoami } from './schemas.ts';
 import type { Scope } from './scopes.ts';
 import { isScope } from './scopes.ts';
 
-/** partner-api.md, Limits: tokens live at most 15 minutes. */
-export const TOKEN_LIFETIME_S = 900;
+export { TOKEN_LIFETIME_S };
 /** partner-api.md, Limits: the token endpoint allows 30 requests per minute per key, burst 10. */
 export const TOKEN_ENDPOINT_POLICY = { perMinute: 30, burst: 10 } as const;
 
 /** One message for every credential failure, so a caller cannot tell which check failed. */
 const INVALID_KEY = 'The API key is invalid, expired, revoked or not allowed from this address.';
+const INVALID_TOKEN = 'The access token is invalid.';
+/** How far ahead of this process's clock another process's clock may be when it issues a token. */
+const ISSUE_CLOCK_SKEW_MS = 60_000;
 
 /** A request's authenticated identity: the verified token and its partner. */
 export interface Principal {
@@ -32,6 +35,7 @@ export interface AuthServiceDeps {
   clock: Clock;
   tokens: AccessTokenCodec;
   partners: PartnerCache;
+  keys: KeyCache;
   rateLimiter: RateLimiter;
 }
 
@@ -106,19 +110,25 @@ export class AuthService {
   }
 
   /**
-   * Verifies a bearer token and loads its partner (cached briefly). Synchronous
-   * when the partner is in the cache, which is nearly always: no promise on the hot path.
+   * Verifies a bearer token, checks it against its key, and loads its partner (both cached
+   * briefly). Synchronous when both are in their caches, which is nearly always: no promise on
+   * the hot path.
    */
   authenticate(authorization: string | undefined): Principal | Promise<Principal> {
-    const { clock, tokens, partners } = this.#deps;
+    const { clock, tokens, partners, keys } = this.#deps;
     const token = bearerToken(authorization);
     if (!token) throw new ApiError('UNAUTHORIZED', 'Send an access token as "Authorization: Bearer <token>".');
     const claims = tokens.verify(token);
-    if (!claims) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
-    if (claims.expiresAt * 1000 <= clock.nowMs()) throw new ApiError('UNAUTHORIZED', 'The access token has expired.');
-    const cached = partners.peek(claims.partnerId);
-    if (cached) return principal(claims, cached.row);
-    return partners.get(claims.partnerId).then((row) => principal(claims, row));
+    if (!claims) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
+    const nowMs = clock.nowMs();
+    if (claims.expiresAt * 1000 <= nowMs) throw new ApiError('UNAUTHORIZED', 'The access token has expired.');
+    if (claims.issuedAt * 1000 > nowMs + ISSUE_CLOCK_SKEW_MS) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
+    const key = keys.peek(claims.kid);
+    const partner = partners.peek(claims.partnerId);
+    if (key && partner) return principal(claims, key.facts, partner.row);
+    return Promise.all([key ? key.facts : keys.get(claims.kid), partner ? partner.row : partners.get(claims.partnerId)]).then(
+      ([facts, row]) => principal(claims, facts, row),
+    );
   }
 
   /** The partner's token bucket (partner-api.md, Limits); shared by both modes. */
@@ -170,10 +180,23 @@ export function rateLimited(rate: RateDecision, message: string): ApiError {
   });
 }
 
-function principal(claims: VerifiedClaims, partner: PartnerRow | undefined): Principal {
-  if (!partner) throw new ApiError('UNAUTHORIZED', 'The access token is invalid.');
+function principal(claims: VerifiedClaims, key: KeyFacts | undefined, partner: PartnerRow | undefined): Principal {
+  if (!partner || !keyIssued(claims, key)) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
   if (partner.status === 'suspended') throw new ApiError('FORBIDDEN', 'The partner account is suspended.');
   return { claims, partner };
+}
+
+/**
+ * Whether the token's key could have issued it: the key exists, belongs to the token's partner and
+ * mode, existed when the token was issued, was not yet revoked then (partner-api.md: a revocation
+ * leaves issued tokens valid until they expire), and outlives the token.
+ */
+function keyIssued(claims: VerifiedClaims, key: KeyFacts | undefined): boolean {
+  if (!key || key.partnerId !== claims.partnerId || key.mode !== claims.mode) return false;
+  const issuedAtMs = claims.issuedAt * 1000;
+  if (issuedAtMs + 999 < key.createdAtMs) return false;
+  if (key.revokedAtMs !== null && issuedAtMs > key.revokedAtMs) return false;
+  return key.expiresAtMs === null || claims.expiresAt * 1000 <= key.expiresAtMs;
 }
 
 function withRate(error: ApiError, rate: RateDecision): ApiError {

@@ -8,6 +8,7 @@ import { CliError, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRows } from './output.ts';
 import { registerPartnerCommands } from './partner-commands.ts';
 import { fetchAll } from './progress.ts';
+import { registerSecretKeyCommands } from './secret-key-commands.ts';
 
 const program = new Command('tenantry')
   .description('Tenantry: partner provisioning platform. Serve it, and operate partners, keys and the audit log.')
@@ -21,7 +22,10 @@ program
   .option('--operator-listen <host:port>', 'operator API address (TENANTRY_OPERATOR_LISTEN)')
   .option('--data-dir <dir>', 'embedded database and operator token (TENANTRY_DATA_DIR)')
   .option('--database-url <url>', 'postgres:// URL instead of the embedded database (TENANTRY_DATABASE_URL)')
-  .action(async (flags: { listen?: string; operatorListen?: string; dataDir?: string; databaseUrl?: string }) => {
+  .option('--fix-permissions', 'make the data directory owner-only instead of refusing to start (TENANTRY_FIX_PERMISSIONS)')
+  .action(async (flags: { listen?: string; operatorListen?: string; dataDir?: string; databaseUrl?: string; fixPermissions?: boolean }) => {
+    // Everything this process writes (database files, tokens, keys) is for its owner only.
+    process.umask(0o077);
     let config: Config;
     try {
       config = loadConfig(process.env, {
@@ -29,6 +33,7 @@ program
         TENANTRY_OPERATOR_LISTEN: flags.operatorListen,
         TENANTRY_DATA_DIR: flags.dataDir,
         TENANTRY_DATABASE_URL: flags.databaseUrl,
+        TENANTRY_FIX_PERMISSIONS: flags.fixPermissions ? 'true' : undefined,
       });
     } catch (error) {
       if (error instanceof ConfigError) throw new CliError(`invalid configuration: ${error.message}`, 2);
@@ -36,27 +41,39 @@ program
     }
     // Loaded on demand: the operator commands stay quick to start.
     const { startServer } = await import('../app/server.ts');
-    const server = await startServer(config);
+    const { EmbeddedDatabaseLockedError } = await import('../infra/db/embedded-lock.ts');
+    const starting = startServer(config).catch((error: unknown) => {
+      if (error instanceof ConfigError) throw new CliError(`invalid configuration: ${error.message}`, 2);
+      if (error instanceof EmbeddedDatabaseLockedError) throw new CliError(error.message, 1);
+      throw error;
+    });
+    // Listening for signals before the server is up: a SIGTERM that arrives while it starts still
+    // drains and closes it (the embedded database's lock is released), rather than killing it.
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;
       stopping = true;
       process.stderr.write(`tenantry: ${signal} received, draining requests\n`);
-      server.close().then(
-        () => process.exit(0),
-        (error: unknown) => {
-          process.stderr.write(`tenantry: shutdown failed: ${(error as Error).message}\n`);
-          process.exit(1);
-        },
-      );
+      starting
+        .then((server) => server.close())
+        .then(
+          () => process.exit(0),
+          (error: unknown) => {
+            process.stderr.write(`tenantry: shutdown failed: ${(error as Error).message}\n`);
+            process.exit(1);
+          },
+        );
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
+    await starting;
   });
 
 registerPartnerCommands(program);
 registerKeyCommands(program);
 registerCapacityCommands(program);
+registerSecretKeyCommands(program);
+(await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
 registerImageCommands(program);
 
 program

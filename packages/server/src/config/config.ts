@@ -26,6 +26,12 @@ export interface Config {
   trustProxy: false | number | string[];
   /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
   partnerCacheMs: number;
+  /** The keys that seal secrets at rest (active first), when given in the environment. */
+  secretKey: string | undefined;
+  /** A file holding those keys (a mounted Secret), when given. */
+  secretKeyFile: string | undefined;
+  /** `serve --fix-permissions`: make the data directory owner-only instead of refusing to start. */
+  fixPermissions: boolean;
 }
 
 export interface HostPort {
@@ -143,6 +149,9 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     logLevel: logLevel as Config['logLevel'],
     trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? 'false'),
     partnerCacheMs: parseInteger('TENANTRY_PARTNER_CACHE_MS', get('TENANTRY_PARTNER_CACHE_MS') ?? '2000', 0, 5000),
+    secretKey: get('TENANTRY_SECRET_KEY'),
+    secretKeyFile: get('TENANTRY_SECRET_KEY_FILE'),
+    fixPermissions: parseBoolean('TENANTRY_FIX_PERMISSIONS', get('TENANTRY_FIX_PERMISSIONS') ?? 'false'),
   };
 }
 
@@ -162,6 +171,12 @@ function parseInteger(variable: string, value: string, min: number, max: number)
   const number = Number(value);
   if (number < min || number > max) throw new ConfigError(variable, `must be between ${min} and ${max}, got ${number}`);
   return number;
+}
+
+function parseBoolean(variable: string, value: string): boolean {
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(variable, `must be true or false, got "${value}"`);
 }
 
 /**

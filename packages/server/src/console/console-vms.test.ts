@@ -109,14 +109,22 @@ for (const target of testDatabases()) {
       await refused(await post(alice, vm('x1'), {}), 403);
       await refused(await post(alice, vm('x2'), { origin: 'https://evil.example' }), 403);
       await refused(await post(alice, vm('x3'), { origin: 'null' }), 403);
+      await refused(await post(alice, vm('x3'), { origin: 'null', 'sec-fetch-site': 'cross-site' }), 403);
+      await refused(await post(alice, vm('x3'), { 'sec-fetch-site': 'same-site' }), 403);
       await refused(await post(alice, vm('x4'), { referer: 'https://evil.example/page' }), 403);
       await refused(await post({ cookie: alice.cookie }, vm('x5')), 403);
       await refused(await post({ cookie: alice.cookie, csrf: bob.csrf }, vm('x6')), 403);
       await refused(await post(undefined, vm('x7')), 401);
       await refused(await post({ cookie: 'tenantry_console=forged', csrf: alice.csrf }, vm('x8')), 401);
-      // A same-origin Referer stands in for a missing Origin.
-      const viaReferer = await post(alice, vm('x9'), { referer: `${server.partnerUrl}/console` });
-      assert.equal(viaReferer.status, 303);
+      // What a browser sends under the console's no-referrer policy: Origin null, and Fetch Metadata.
+      const fromBrowser = await post(alice, vm('x9'), { origin: 'null', 'sec-fetch-site': 'same-origin' });
+      assert.equal(fromBrowser.status, 303);
+      // Without Fetch Metadata, a same-origin Referer stands in for a missing Origin.
+      assert.equal(
+        (await post(alice, vm('x10', { vcpu: '129' }), { referer: `${server.partnerUrl}/console` })).status,
+        400,
+        'past the origin check',
+      );
       assert.ok(!(await page(alice.cookie)).text.includes('>x1<'), 'nothing refused was created');
     });
 
@@ -161,16 +169,17 @@ for (const target of testDatabases()) {
         token: p.live,
         body: {},
       });
-      assert.equal(suspended.body.data.workloads_running, 0);
-      assert.match((await page(alice.cookie)).text, /is suspended: VMs can be created only while it is active/);
-      const whileSuspended = await post(alice, vm('web-2'));
-      assert.equal(whileSuspended.status, 409);
-      assert.match(await whileSuspended.text(), /acme is suspended/);
+      assert.equal(suspended.body.data.workloads_running, 0, 'the VMs stop with the customer');
+      // Suspension ends the customer's console sessions (decision 73): no page, no form.
+      assert.equal((await page(alice.cookie)).status, 401);
+      assert.equal((await post(alice, vm('web-2'))).status, 401);
       const resumed = await partnerApi<{ data: { workloads_running: number } }>(server, 'POST', '/customers/acme/resume', {
         token: p.live,
         body: {},
       });
       assert.equal(resumed.body.data.workloads_running, 2, 'both VMs run again');
+      alice = await signIn('acme', 'alice');
+      assert.match((await page(alice.cookie)).text, /<td><strong>web-1<\/strong><\/td>[\s\S]*?running/);
     });
 
     test('the server refuses what the browser should have: sizes below the minimum, unknown OS, bad or taken names, over quota', async () => {

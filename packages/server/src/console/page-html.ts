@@ -23,17 +23,3 @@ export function badge(state: string): string {
       : 'wait';
   return `<span class="badge ${tone}">${escapeHtml(state.replace('_', ' '))}</span>`;
 }
-
-/**
- * Headers of every console page: a Content-Security-Policy allowing only the console's own script,
- * styles and API (no inline code, no framing), no MIME sniffing, and same-origin referrers.
- */
-export const CONSOLE_PAGE_HEADERS = {
-  'content-type': 'text/html; charset=utf-8',
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-  'x-content-type-options': 'nosniff',
-  'x-frame-options': 'DENY',
-  'referrer-policy': 'same-origin',
-  'cache-control': 'no-store',
-} as const;

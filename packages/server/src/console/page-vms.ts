@@ -29,12 +29,9 @@ export function vmTableSection(vms: VmView[]): string {
  * from the chosen image's minimums, which also become the inputs' `min`. The server checks it all again.
  */
 export function vmFormSection(view: ConsolePageView): string {
-  const { customer, projects } = view.session;
+  const { projects } = view.session;
   const ready = projects.filter((p) => p.state === 'ready');
   const head = '<section class="card" id="create"><h2>Create a virtual machine</h2>';
-  if (customer.status !== 'active') {
-    return `${head}<p class="muted">Customer ${escapeHtml(customer.id)} is ${escapeHtml(customer.status.replace('_', ' '))}: VMs can be created only while it is active.</p></section>`;
-  }
   if (ready.length === 0) return `${head}<p class="muted">No project is ready yet. Reload this page once one is.</p></section>`;
   const values = view.form?.values ?? {};
   const errors = view.form?.errors ?? {};
@@ -54,7 +51,7 @@ export function vmFormSection(view: ConsolePageView): string {
   return `${head}
 ${errors.form ? `<p class="alert" role="alert">${escapeHtml(errors.form)}</p>` : ''}
 <form id="vm-form" method="post" action="/console/vms" data-selected-os="${escapeHtml(values.os ?? '')}" data-keep-sizes="${view.form ? 'true' : 'false'}" data-defaults="${escapeHtml(JSON.stringify(DEFAULT_MINIMUMS))}">
-<input type="hidden" name="csrf" value="${escapeHtml(view.csrf)}">
+<input type="hidden" name="csrf" value="${escapeHtml(view.session.csrfToken)}">
 <div class="grid">
 <label>Project<select name="project" required${invalid('project')}>${options}</select>${error('project')}</label>
 <label>Name<input name="name" required maxlength="40" pattern="${escapeHtml(NAME_PATTERN)}" placeholder="web-1" autocomplete="off"${value('name')}${invalid('name')}>${error('name')}</label>

@@ -1,13 +1,15 @@
+import { readFileSync } from 'node:fs';
 import { badge, escapeHtml, layout } from './page-html.ts';
 import { vmFormSection, vmTableSection } from './page-vms.ts';
 import type { ConsoleSession } from './service.ts';
 import type { FormErrors, VmRequest, VmView } from './vms.ts';
 
+/** The console's stylesheet, served as a file: the console's Content-Security-Policy allows no inline style. */
+export const CONSOLE_CSS = readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8');
+
 export interface ConsolePageView {
   session: ConsoleSession;
   vms: VmView[];
-  /** The form's cross-site request token (derived from the session). */
-  csrf: string;
   /** The project the form starts on (`?project=`), if it is one of the customer's. */
   project: string | null;
   /** A VM just created (`?created=`), announced once. */

@@ -2,18 +2,36 @@ import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
-import { consoleErrorPage } from './page.ts';
+import { CONSOLE_CSS, consoleErrorPage } from './page.ts';
 import { CONSOLE_COOKIE } from './service.ts';
-import { ConsoleQuery, consoleVmRoutes, renderConsole, sendPage } from './vm-routes.ts';
+import { ConsoleQuery, consoleVmRoutes, renderConsole } from './vm-routes.ts';
 
 /**
  * The console (CONTRACT §7), served beside the partner API on the same
  * listener: a login link opens a session and lands on `/console`.
  */
+export const CONSOLE_SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+} as const;
+
 export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
   const { console: consoleService, options } = services;
   const secure = () => options.publicUrl().startsWith('https://');
   await app.register(cookie);
+  // Every console answer: only our own files run or style the page, no page frames it, and the
+  // one-time login URL never leaves in a Referer.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    reply.headers(CONSOLE_SECURITY_HEADERS);
+    done(null, payload);
+  });
+
+  app.get('/console/assets/console.css', async (_request, reply) =>
+    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=300').send(CONSOLE_CSS),
+  );
 
   app.get(
     '/console/login/:token',
@@ -21,11 +39,11 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
     async (request, reply) => {
       const session = await consoleService.redeem(request.params.token);
       if (!session) {
-        return sendPage(
-          reply,
-          401,
-          consoleErrorPage('Login link not valid', 'This login link was already used or has expired. Ask for a new one.'),
-        );
+        return reply
+          .code(401)
+          .type('text/html; charset=utf-8')
+          .header('cache-control', 'no-store')
+          .send(consoleErrorPage('Login link not valid', 'This login link was already used or has expired. Ask for a new one.'));
       }
       return reply
         .setCookie(CONSOLE_COOKIE, session.sessionId, {
@@ -40,12 +58,13 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
     },
   );
 
-  app.get('/console', { schema: { hide: true, querystring: ConsoleQuery } }, async (request, reply) => {
-    const sessionId = request.cookies[CONSOLE_COOKIE];
-    const session = await consoleService.session(sessionId);
-    if (!session || !sessionId) return sendPage(reply, 401, consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
-    return renderConsole(services, reply, session, sessionId, { project: request.query.project, created: request.query.created });
+  app.get('/console', { schema: { querystring: ConsoleQuery } }, async (request, reply) => {
+    const session = await consoleService.session(request.cookies[CONSOLE_COOKIE]);
+    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store');
+    if (!session) return reply.code(401).send(consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
+    return renderConsole(services, reply, session, { project: request.query.project, created: request.query.created });
   });
 
+  // The VM form: its script and its POST (issue 15).
   await app.register(consoleVmRoutes, { services });
 };

@@ -1,14 +1,18 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { CustomerRow } from '../customers/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
-import { allProjects, type ProjectRow } from '../projects/store.ts';
-import { findUser, type UserRow } from '../users/store.ts';
+import type { ProjectService } from '../projects/service.ts';
+import type { ProjectRow } from '../projects/store.ts';
+import type { UserService } from '../users/service.ts';
+import type { UserRow } from '../users/store.ts';
+import { deleteExpiredConsoleAccess, findSession, insertLogin, insertSession, revokeConsoleAccess, useLogin } from './store.ts';
 
 /** CONTRACT §4, Console login: the URL works once, within 5 minutes. */
 export const CONSOLE_LOGIN_TTL_MS = 5 * 60 * 1000;
@@ -21,6 +25,9 @@ export interface ConsoleServiceDeps {
   clock: Clock;
   platform: Platform;
   customers: CustomerService;
+  users: UserService;
+  projects: ProjectService;
+  partnerCache: PartnerCache;
   publicUrl: () => string;
 }
 
@@ -28,6 +35,8 @@ export interface ConsoleSession {
   customer: CustomerRow;
   user: UserRow;
   projects: ProjectRow[];
+  /** Forms of this session post it back (against cross-site requests). */
+  csrfToken: string;
 }
 
 const hash = (secret: string) => createHash('sha256').update(secret).digest('hex');
@@ -35,7 +44,12 @@ const hash = (secret: string) => createHash('sha256').update(secret).digest('hex
 /**
  * One-click console logins. A login is a one-time secret in a URL (only its
  * hash is stored); opening it trades it for a session cookie (again stored as
- * a hash). Login links and sessions follow the server's clock, not a test clock.
+ * a hash). Both belong to a person (the user's immutable id), not to a
+ * username: a user deleted and created again under the same name is someone
+ * else, and the old link or session does not log them in. A session lasts while
+ * its user exists, its customer is active and its partner is not suspended;
+ * removing the user or suspending the customer or partner ends it for good.
+ * Login links and sessions follow the server's clock, not a test clock.
  */
 export class ConsoleService {
   readonly #deps: ConsoleServiceDeps;
@@ -45,9 +59,9 @@ export class ConsoleService {
   }
 
   async mintLogin(tenant: Tenant, customerId: string, username: string): Promise<{ url: string; expires_at: string }> {
-    const { db, clock, platform, customers, publicUrl } = this.#deps;
+    const { db, clock, platform, customers, users, publicUrl } = this.#deps;
     const customer = await customers.require(tenant, customerId);
-    const user = await findUser(db, customer.uid, username);
+    const user = await users.find(customer.uid, username);
     if (!user) throw notFound(`User ${username} of customer ${customerId}`);
     requireActiveCustomer(customer, 'log users in to the console');
     const { requiredActions } = await platform.prepareConsoleLogin(platformContext(db, tenant), { customerId, username });
@@ -59,19 +73,15 @@ export class ConsoleService {
     const token = randomBytes(32).toString('base64url');
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + CONSOLE_LOGIN_TTL_MS);
-    await db
-      .insertInto('console_logins')
-      .values({
-        token_hash: hash(token),
-        partner_id: tenant.partnerId,
-        mode: tenant.mode,
-        customer_uid: customer.uid,
-        username,
-        expires_at: expiresAt,
-        used_at: null,
-        created_at: now,
-      })
-      .execute();
+    await insertLogin(db, {
+      token_hash: hash(token),
+      partner_id: tenant.partnerId,
+      mode: tenant.mode,
+      customer_uid: customer.uid,
+      user_uid: user.uid,
+      expires_at: expiresAt,
+      created_at: now,
+    });
     return { url: `${publicUrl()}/console/login/${token}`, expires_at: expiresAt.toISOString() };
   }
 
@@ -80,55 +90,65 @@ export class ConsoleService {
     const { db, clock } = this.#deps;
     const now = clock.now();
     return db.transaction().execute(async (trx) => {
-      const login = await trx
-        .updateTable('console_logins')
-        .set({ used_at: now })
-        .where('token_hash', '=', hash(token))
-        .where('used_at', 'is', null)
-        .where('expires_at', '>', now)
-        .returningAll()
-        .executeTakeFirst();
+      const login = await useLogin(trx, hash(token), now);
       if (!login) return undefined;
       const sessionId = randomBytes(32).toString('base64url');
       const expiresAt = new Date(now.getTime() + CONSOLE_SESSION_TTL_MS);
-      await trx
-        .insertInto('console_sessions')
-        .values({
-          id_hash: hash(sessionId),
-          partner_id: login.partner_id,
-          mode: login.mode,
-          customer_uid: login.customer_uid,
-          username: login.username,
-          expires_at: expiresAt,
-          created_at: now,
-        })
-        .execute();
+      await insertSession(trx, {
+        id_hash: hash(sessionId),
+        partner_id: login.partner_id,
+        mode: login.mode,
+        customer_uid: login.customer_uid,
+        user_uid: login.user_uid,
+        csrf_token: randomBytes(24).toString('base64url'),
+        expires_at: expiresAt,
+        created_at: now,
+      });
       return { sessionId, expiresAt };
     });
   }
 
-  /** The session a cookie names, while it lasts and its customer and user exist. */
+  /** The session a cookie names, while it lasts and its person, customer and partner allow it. */
   async session(sessionId: string | undefined): Promise<ConsoleSession | undefined> {
     if (!sessionId) return undefined;
-    const { db, clock } = this.#deps;
-    const session = await db
-      .selectFrom('console_sessions')
-      .selectAll()
-      .where('id_hash', '=', hash(sessionId))
-      .where('expires_at', '>', clock.now())
-      .executeTakeFirst();
+    const { db, clock, customers, users, projects, partnerCache } = this.#deps;
+    const session = await findSession(db, hash(sessionId), clock.now());
     if (!session) return undefined;
-    const customer = await db.selectFrom('customers').selectAll().where('uid', '=', session.customer_uid).executeTakeFirst();
-    if (!customer || customer.status === 'deleting') return undefined;
-    const user = await findUser(db, customer.uid, session.username);
-    if (!user) return undefined;
-    return { customer, user, projects: await allProjects(db, customer.uid) };
+    const [user, customer, partner] = await Promise.all([
+      users.byUid(session.user_uid),
+      customers.byUid(session.customer_uid),
+      partnerCache.get(session.partner_id),
+    ]);
+    if (!user || user.customer_uid !== session.customer_uid) return undefined;
+    if (customer?.status !== 'active' || partner?.status !== 'active') return undefined;
+    return { customer, user, projects: await projects.all(customer.uid), csrfToken: session.csrf_token };
+  }
+
+  /** True when a form's token is its session's (constant time). */
+  csrfMatches(session: ConsoleSession, presented: unknown): boolean {
+    if (typeof presented !== 'string') return false;
+    const a = Buffer.from(presented);
+    const b = Buffer.from(session.csrfToken);
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  /** Ends a person's links and sessions (in the transaction that removes the user). */
+  async revokeUser(trx: Db, userUid: string): Promise<void> {
+    await revokeConsoleAccess(trx, { userUid });
+  }
+
+  /** Ends every link and session of a customer's users (suspension). */
+  async revokeCustomer(trx: Db, customerUid: string): Promise<void> {
+    await revokeConsoleAccess(trx, { customerUid });
+  }
+
+  /** Ends every link and session of a partner's customers (partner suspension). */
+  async revokePartner(trx: Db, partnerId: string): Promise<void> {
+    await revokeConsoleAccess(trx, { partnerId });
   }
 
   /** Removes expired login links and sessions. */
   async deleteExpired(): Promise<void> {
-    const now = this.#deps.clock.now();
-    await this.#deps.db.deleteFrom('console_logins').where('expires_at', '<', now).execute();
-    await this.#deps.db.deleteFrom('console_sessions').where('expires_at', '<', now).execute();
+    await deleteExpiredConsoleAccess(this.#deps.db, this.#deps.clock.now());
   }
 }

@@ -4,17 +4,13 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
-import { csrfToken, fromOwnOrigin, validCsrfToken } from './csrf.ts';
+import { fromOwnOrigin } from './csrf.ts';
 import { consoleErrorPage, consolePage } from './page.ts';
-import { CONSOLE_PAGE_HEADERS } from './page-html.ts';
 import { CONSOLE_COOKIE, type ConsoleSession } from './service.ts';
 import type { FormErrors, VmRequest } from './vms.ts';
 
-/** The console's own files, read once: the stylesheet and the form's script. */
-const ASSETS: Record<string, { type: string; body: Buffer }> = {
-  'console.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('./assets/console.css', import.meta.url)) },
-  'console.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(new URL('./assets/console.js', import.meta.url)) },
-};
+/** The form's script, read once; served as a file, since the console's Content-Security-Policy allows no inline script. */
+const CONSOLE_JS = readFileSync(new URL('./assets/console.js', import.meta.url));
 
 const FORM_FIELDS = ['project', 'name', 'os', 'vcpu', 'memory_gib', 'storage_gib'] as const;
 
@@ -23,9 +19,9 @@ export const ConsoleQuery = Type.Object(
   { additionalProperties: false },
 );
 
-/** Sends a console page with its security headers. */
-export function sendPage(reply: FastifyReply, status: number, html: string): FastifyReply {
-  return reply.code(status).headers(CONSOLE_PAGE_HEADERS).send(html);
+/** Sends a console page (the console's plugin adds its security headers to every answer). */
+function sendPage(reply: FastifyReply, status: number, html: string): FastifyReply {
+  return reply.code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(html);
 }
 
 /** The console page of a signed-in user, optionally with a posted form shown again with its problems. */
@@ -33,7 +29,6 @@ export async function renderConsole(
   services: Services,
   reply: FastifyReply,
   session: ConsoleSession,
-  sessionId: string,
   options: {
     status?: number;
     project?: string | undefined;
@@ -44,7 +39,7 @@ export async function renderConsole(
   const vms = await services.vms.list(session);
   const project = session.projects.some((p) => p.name === options.project) ? (options.project ?? null) : null;
   const created = vms.some((vm) => vm.name === options.created) ? (options.created ?? null) : null;
-  const html = consolePage({ session, vms, csrf: csrfToken(sessionId), project, created, ...(options.form ? { form: options.form } : {}) });
+  const html = consolePage({ session, vms, project, created, ...(options.form ? { form: options.form } : {}) });
   return sendPage(reply, options.status ?? 200, html);
 }
 
@@ -56,29 +51,18 @@ export const consoleVmRoutes: FastifyPluginAsyncTypebox<{ services: Services }> 
   // Forms post as application/x-www-form-urlencoded; only the console's routes accept it.
   await app.register(formbody, { bodyLimit: 16 * 1024 });
 
-  app.get(
-    '/console/assets/:file',
-    { schema: { hide: true, params: Type.Object({ file: Type.String({ maxLength: 40 }) }, { additionalProperties: false }) } },
-    async (request, reply) => {
-      const asset = ASSETS[request.params.file];
-      if (!asset) return sendPage(reply, 404, consoleErrorPage('Not found', 'There is no such file.'));
-      return reply
-        .type(asset.type)
-        .header('cache-control', 'public, max-age=300')
-        .header('x-content-type-options', 'nosniff')
-        .send(asset.body);
-    },
+  app.get('/console/assets/console.js', async (_request, reply) =>
+    reply.type('text/javascript; charset=utf-8').header('cache-control', 'public, max-age=300').send(CONSOLE_JS),
   );
 
   app.post('/console/vms', { schema: { hide: true } }, async (request, reply) => {
     if (!fromOwnOrigin(request.headers, services.options.publicUrl())) {
       return sendPage(reply, 403, consoleErrorPage('Request refused', 'This form can only be sent from the console itself.'));
     }
-    const sessionId = request.cookies[CONSOLE_COOKIE];
-    const session = await services.console.session(sessionId);
-    if (!session || !sessionId) return sendPage(reply, 401, consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
+    const session = await services.console.session(request.cookies[CONSOLE_COOKIE]);
+    if (!session) return sendPage(reply, 401, consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
     const body = (request.body ?? {}) as Record<string, unknown>;
-    if (!validCsrfToken(sessionId, body.csrf)) {
+    if (!services.console.csrfMatches(session, body.csrf)) {
       return sendPage(
         reply,
         403,
@@ -91,7 +75,7 @@ export const consoleVmRoutes: FastifyPluginAsyncTypebox<{ services: Services }> 
     const outcome = await services.vms.create(session, values);
     if ('errors' in outcome) {
       const status = outcome.errors.form ? 409 : 400;
-      return renderConsole(services, reply, session, sessionId, { status, form: { values, errors: outcome.errors } });
+      return renderConsole(services, reply, session, { status, form: { values, errors: outcome.errors } });
     }
     const query = new URLSearchParams({ project: values.project, created: outcome.vm.name });
     return reply.header('cache-control', 'no-store').redirect(`/console?${query.toString()}#vms`, 303);

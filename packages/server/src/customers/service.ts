@@ -23,6 +23,7 @@ import {
   type CustomerFilters,
   type CustomerRow,
   findCustomer,
+  findCustomerByUid,
   findCustomerWithProjects,
   insertCustomer,
   listCustomers,
@@ -39,6 +40,8 @@ export interface CustomerServiceDeps {
   onOperationOpened: () => void;
   /** How long a customer takes to provision, for Retry-After hints. */
   provisioningMs: number;
+  /** Called in the transaction that suspends a customer: its users' console sessions end. */
+  onCustomerSuspended: (trx: Db, customerUid: string) => Promise<void>;
 }
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -107,6 +110,7 @@ export class CustomerService {
         };
         await insertCustomer(trx, row);
         await insertUser(trx, {
+          uid: newId('user'),
           customer_uid: row.uid,
           platform_scope: tenant.scope,
           partner_id: tenant.partnerId,
@@ -164,6 +168,11 @@ export class CustomerService {
     return listCustomers(this.#deps.db, this.#deps.cursors, tenant, filters, query);
   }
 
+  /** A customer by internal identity (console sessions name it), whoever's it is. */
+  async byUid(uid: string): Promise<CustomerRow | undefined> {
+    return findCustomerByUid(this.#deps.db, uid);
+  }
+
   /** The customer of this partner and mode, or 404 (another partner's or mode's customer is not found either). */
   async require(tenant: Tenant, id: string): Promise<CustomerRow> {
     const row = await findCustomer(this.#deps.db, tenant, id);
@@ -188,6 +197,7 @@ export class CustomerService {
         suspension_reason: reason ?? null,
         updated_at: now,
       });
+      await this.#deps.onCustomerSuspended(trx, row.uid);
       const result = suspendResult(updated, workloadsRunning(workloads));
       await recordEvent(trx, {
         partnerId: tenant.partnerId,

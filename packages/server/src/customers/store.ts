@@ -61,6 +61,10 @@ export async function lockCustomer(trx: Db, owner: Owner, id: string): Promise<C
     .executeTakeFirst();
 }
 
+export async function findCustomerByUid(db: Db, uid: string): Promise<CustomerRow | undefined> {
+  return db.selectFrom('customers').selectAll().where('uid', '=', uid).executeTakeFirst();
+}
+
 export async function lockCustomerByUid(trx: Db, uid: string): Promise<CustomerRow | undefined> {
   return trx.selectFrom('customers').selectAll().where('uid', '=', uid).forUpdate().executeTakeFirst();
 }

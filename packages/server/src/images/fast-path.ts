@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { ConsoleAccess } from '../console/access.ts';
 import { CONSOLE_COOKIE } from '../console/service.ts';
+import type { ConsoleSessionCache } from '../console/session-cache.ts';
 import { newId } from '../infra/ids.ts';
 import type { OsImageCatalogue } from './catalogue.ts';
 
@@ -16,7 +16,7 @@ const COOKIE_PREFIX = `${CONSOLE_COOKIE}=`;
  * (no cookie, a session not cached, another namespace, a query string, any error) falls through to the
  * Fastify route in `routes.ts`, which stays the authority and answers in the error envelope.
  */
-export function osImagesFastPath(deps: { access: ConsoleAccess; images: OsImageCatalogue; logger: Logger; api: string }) {
+export function osImagesFastPath(deps: { access: ConsoleSessionCache; images: OsImageCatalogue; logger: Logger; api: string }) {
   const { access, images, logger, api } = deps;
   return (request: IncomingMessage, response: ServerResponse): boolean => {
     if (request.method !== 'GET') return false;

@@ -19,7 +19,7 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
     '/api/create-vm/:namespace/os-images',
     { schema: { hide: true, params: OsImagesParams, response: { 200: Type.Array(OsImageSchema) } } },
     async (request, reply) => {
-      const session = await services.consoleAccess.session(request.cookies[CONSOLE_COOKIE]);
+      const session = await services.consoleSessions.session(request.cookies[CONSOLE_COOKIE]);
       if (!session) throw new ApiError('UNAUTHORIZED', 'This list needs a console session: open a console login link first.');
       const { namespace } = request.params;
       if (!session.projects.some((project) => project.namespace === namespace)) throw notFound(`Namespace ${namespace.slice(0, 63)}`);

@@ -14,6 +14,7 @@ const ID_PREFIXES = {
   // Internal identities, never shown to partners.
   customer: 'cus',
   project: 'prj',
+  user: 'usr',
 } as const;
 
 export type IdKind = keyof typeof ID_PREFIXES;

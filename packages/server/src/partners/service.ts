@@ -21,6 +21,8 @@ export interface PartnerServiceDeps {
   cache: PartnerCache;
   /** How long a new partner's credentials take to provision (PARTNER_NOT_READY until then). */
   setupMs: number;
+  /** Called in the transaction that suspends a partner. */
+  onPartnerSuspended: (trx: Db, partnerId: string) => Promise<void>;
 }
 
 function partnerStatus(row: PartnerRow, nowMs: number): Partner['status'] {
@@ -131,9 +133,14 @@ export class PartnerService {
     return this.#change(id, 'partner.update', who, () => changes);
   }
 
+  /** Suspends the account: token exchanges and calls stop, and its customers' users' console sessions end. */
   async suspend(id: string, who: OperatorActor): Promise<Partner> {
-    return this.#change(id, 'partner.suspend', who, (row, now) =>
-      row.status === 'suspended' ? undefined : { status: 'suspended', suspended_at: now },
+    return this.#change(
+      id,
+      'partner.suspend',
+      who,
+      (row, now) => (row.status === 'suspended' ? undefined : { status: 'suspended', suspended_at: now }),
+      (trx) => this.#deps.onPartnerSuspended(trx, id),
     );
   }
 
@@ -153,6 +160,7 @@ export class PartnerService {
     action: string,
     who: OperatorActor,
     decide: (row: PartnerRow, now: Date) => Partial<PartnerRow> | undefined,
+    also?: (trx: Db) => Promise<void>,
   ): Promise<Partner> {
     const { db, clock, cache } = this.#deps;
     const now = clock.now();
@@ -165,6 +173,7 @@ export class PartnerService {
       const before = toPartner(row, now.getTime());
       const after = toPartner(updated, now.getTime());
       await writeAudit(trx, { ...audit(who, now, action, id), before, after });
+      await also?.(trx);
       return after;
     });
     cache.invalidate(id);

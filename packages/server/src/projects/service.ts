@@ -11,7 +11,16 @@ import { findPartnerForUpdate } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { type Project, toProject } from './schemas.ts';
-import { countProjects, findProject, insertProject, listProjects, lockProject, type ProjectRow, updateProject } from './store.ts';
+import {
+  allProjects,
+  countProjects,
+  findProject,
+  insertProject,
+  listProjects,
+  lockProject,
+  type ProjectRow,
+  updateProject,
+} from './store.ts';
 
 export interface ProjectServiceDeps {
   db: Db;
@@ -98,6 +107,11 @@ export class ProjectService {
       if (constraint !== undefined) throw alreadyExists(customerId, name);
       throw error;
     }
+  }
+
+  /** Every project of a customer, by name (the console lists them). */
+  async all(customerUid: string): Promise<ProjectRow[]> {
+    return allProjects(this.#deps.db, customerUid);
   }
 
   async get(tenant: Tenant, customerId: string, name: string): Promise<Project> {

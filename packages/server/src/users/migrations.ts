@@ -24,4 +24,14 @@ export const userMigrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  '0019_users_uid': {
+    async up(db: Kysely<unknown>) {
+      // A user's immutable identity: console links and sessions name it, so a replacement user
+      // who reuses a username is another person (partner-api.md, States rule 4).
+      await sql`alter table users add column uid text`.execute(db);
+      await sql`update users set uid = 'usr_' || replace(gen_random_uuid()::text, '-', '')`.execute(db);
+      await sql`alter table users alter column uid set not null`.execute(db);
+      await sql`alter table users add constraint users_uid_key unique (uid)`.execute(db);
+    },
+  },
 };

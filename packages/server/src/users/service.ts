@@ -3,17 +3,20 @@ import type { CustomerService } from '../customers/service.ts';
 import { lockCustomer } from '../customers/store.ts';
 import { type Db, uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
-import { findUser, insertUser, listUsers, removeUser, type UserRow } from './store.ts';
+import { findUser, findUserByUid, insertUser, listUsers, removeUser, type UserRow } from './store.ts';
 
 export interface UserServiceDeps {
   db: Db;
   cursors: CursorCodec;
   platform: Platform;
   customers: CustomerService;
+  /** Called in the transaction that removes a user: whatever was granted to that person ends with it. */
+  onUserRemoved: (trx: Db, userUid: string) => Promise<void>;
 }
 
 /** A customer's users (CONTRACT §4): created in the platform's identity provider at once (201). */
@@ -33,6 +36,7 @@ export class UserService {
         requireActiveCustomer(customer, 'add users');
         if (await findUser(trx, customer.uid, request.username)) throw usernameTaken(customerId, request.username);
         const row: UserRow = {
+          uid: newId('user'),
           customer_uid: customer.uid,
           platform_scope: tenant.scope,
           partner_id: tenant.partnerId,
@@ -71,6 +75,16 @@ export class UserService {
     }
   }
 
+  /** A user by immutable identity (console sessions name it), whoever's it is. */
+  async byUid(uid: string): Promise<UserRow | undefined> {
+    return findUserByUid(this.#deps.db, uid);
+  }
+
+  /** A user of a customer by username, or undefined. */
+  async find(customerUid: string, username: string): Promise<UserRow | undefined> {
+    return findUser(this.#deps.db, customerUid, username);
+  }
+
   async get(tenant: Tenant, customerId: string, username: string): Promise<User> {
     const customer = await this.#deps.customers.require(tenant, customerId);
     const row = await findUser(this.#deps.db, customer.uid, username);
@@ -102,6 +116,7 @@ export class UserService {
         });
       }
       await removeUser(trx, customer.uid, username);
+      await this.#deps.onUserRemoved(trx, user.uid);
       await platform.deleteUser(platformContext(trx, tenant), { customerId, username });
       return { username, deleted: true as const };
     });

@@ -18,6 +18,10 @@ export async function findUser(db: Db, customerUid: string, username: string): P
   return db.selectFrom('users').selectAll().where('customer_uid', '=', customerUid).where('username', '=', username).executeTakeFirst();
 }
 
+export async function findUserByUid(db: Db, uid: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('uid', '=', uid).executeTakeFirst();
+}
+
 export async function removeUser(trx: Db, customerUid: string, username: string): Promise<void> {
   await trx.deleteFrom('users').where('customer_uid', '=', customerUid).where('username', '=', username).execute();
 }

@@ -82,6 +82,7 @@ for (const target of testDatabases()) {
         partner_id: 'people',
         mode: 'live' as const,
         customer_id: 'crowd',
+        uid: `usr_crowd${i}`,
         username: `u${String(i).padStart(4, '0')}`,
         email: `u${i}@crowd.example`,
         email_key: `u${i}@crowd.example`,

@@ -71,17 +71,44 @@ export function refusedAddress(address: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Cloud metadata and host-service endpoints: refused even for a partner allowed private
+ * receivers, since they hand out the host's credentials. Link-local ranges hold most of them
+ * (169.254.169.254 on AWS, GCP, Azure, OpenStack; 169.254.170.2 for ECS tasks); the others are
+ * Azure's WireServer, Alibaba Cloud's metadata service and AWS's IPv6 metadata range.
+ */
+const HOST_SERVICE_RANGES = ['169.254.0.0/16', 'fe80::/10', '168.63.129.16/32', '100.100.100.200/32', 'fd00:ec2::/32'].map((cidr) =>
+  ipaddr.parseCIDR(cidr),
+);
+
+/** True for a metadata or host-service address, in any spelling (IPv4-mapped included). */
+export function isHostServiceAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  const ip = ipaddr.process(address);
+  return HOST_SERVICE_RANGES.some(([range, bits]) => ip.kind() === range.kind() && ip.match(range, bits));
+}
+
 /** Names that always mean this machine (RFC 6761). */
 const isLocalhostName = (host: string) => /^(.*\.)?localhost$/i.test(host);
 
+/** The port a URL connects to. */
+const portOf = (url: URL) => (url.port ? Number(url.port) : 443);
+
 export type Destination =
   | { ok: true; host: string; address: string; family: 4 | 6 }
-  /** `transient`: the name did not resolve now (a delivery retries); otherwise the destination is refused. */
-  | { ok: false; reason: string; transient: boolean };
+  /**
+   * `reason` is for the partner and never names a resolved address (that would let a partner map
+   * internal names); `detail` is for the server log. `transient`: the name did not resolve now
+   * (a delivery retries); otherwise the destination is refused.
+   */
+  | { ok: false; reason: string; detail: string; transient: boolean };
 
 /**
  * Where a delivery may connect: the URL's host resolved, every address checked, and the one
  * address the connection must use (so a DNS answer cannot change between check and connect).
+ * A partner may use private addresses and ports other than 443 only when the operator allowed it
+ * (`partners update --allow-private-webhooks`): otherwise delivery errors would make a scanner of
+ * internal networks. Metadata endpoints are refused whatever the allowance.
  */
 export class DestinationGuard {
   readonly #resolver: Resolver;
@@ -92,33 +119,37 @@ export class DestinationGuard {
 
   async check(url: URL, allowPrivate: boolean, timeoutMs = 5_000): Promise<Destination> {
     const host = bareHost(url);
+    const refuse = (detail: string, transient = false): Destination => ({
+      ok: false,
+      reason: `host ${host} does not resolve to a public address`,
+      detail,
+      transient,
+    });
+    if (!allowPrivate && portOf(url) !== 443) {
+      const reason = `port ${portOf(url)} is not allowed: a receiver listens on port 443`;
+      return { ok: false, reason, detail: reason, transient: false };
+    }
     let addresses: string[];
     if (isIP(host)) {
       addresses = [host];
     } else {
-      if (!allowPrivate && isLocalhostName(host)) return { ok: false, reason: `host ${host} is this machine`, transient: false };
+      if (!allowPrivate && isLocalhostName(host)) return refuse('the name means this machine');
       try {
         addresses = await withTimeout(this.#resolver.resolve(host), timeoutMs);
       } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-        return { ok: false, reason: `host ${host} does not resolve (${code})`, transient: true };
+        return refuse(`resolution failed: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`, true);
       }
-      if (addresses.length === 0) return { ok: false, reason: `host ${host} has no address`, transient: true };
+      if (addresses.length === 0) return refuse('no address', true);
     }
-    if (!allowPrivate) {
-      for (const address of addresses) {
-        const refused = refusedAddress(address);
-        if (refused) {
-          const via = address === host ? '' : ` (${host} resolves to ${address})`;
-          return { ok: false, reason: `the receiver must be on a public address; ${address} is ${refused}${via}`, transient: false };
-        }
-      }
+    for (const address of addresses) {
+      if (isHostServiceAddress(address)) return refuse(`${address} is a cloud metadata or host-service address`);
+      const refused = allowPrivate ? undefined : refusedAddress(address);
+      if (refused) return refuse(`${address} is ${refused}`);
     }
     const address = addresses[0] as string;
     return { ok: true, host, address, family: isIP(address) === 6 ? 6 : 4 };
   }
 }
-
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {

@@ -5,6 +5,7 @@ import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
 import type { DeliveryState, KeyMode } from '../infra/db/schema.ts';
 import { filterMatches } from './event-filter.ts';
+import type { WebhookSecrets } from './secrets.ts';
 import type { AttemptResult, WebhookSender } from './sender.ts';
 import { deliveryHeaders } from './service.ts';
 import { signDelivery } from './signature.ts';
@@ -23,6 +24,7 @@ export interface DispatcherDeps {
   clock: Clock;
   logger: Logger;
   sender: WebhookSender;
+  secrets: WebhookSecrets;
   /** The embedded database has one process, so leases left by a killed one can be cleared at start. */
   embedded: boolean;
   /** Deliveries in flight in this process. */
@@ -140,7 +142,7 @@ export class WebhookDispatcher {
       if (row.signature === null) {
         const signedAt = Math.floor(now.getTime() / 1000);
         row.signed_at = signedAt;
-        row.signature = signDelivery(target.secret, signedAt, body);
+        row.signature = signDelivery(this.#deps.secrets.open(target), signedAt, body);
         signatures.push({ id: row.id, signedAt, signature: row.signature });
       }
       sends.push({ row, target, body });

@@ -16,7 +16,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
   app.put(
     '/webhook',
     {
-      config: { scope: 'customers:write' },
+      config: { scope: 'customers:write', idempotentReplay: webhooks.replay },
       schema: {
         operationId: 'putWebhook',
         summary: 'Configure the webhook receiver (the PUT that creates it returns the signing secret, once)',

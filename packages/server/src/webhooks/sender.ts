@@ -1,6 +1,7 @@
 import https from 'node:https';
 import { isIP } from 'node:net';
 import { rootCertificates } from 'node:tls';
+import type { Logger } from 'pino';
 import type { DestinationGuard } from './destination.ts';
 
 /** partner-api.md, Limits: a delivery times out after 5 seconds (resolving the host included). */
@@ -30,11 +31,13 @@ export interface AttemptResult {
  */
 export class WebhookSender {
   readonly #guard: DestinationGuard;
+  readonly #logger: Logger | undefined;
   readonly #agent: https.Agent;
   readonly #timeoutMs: number;
 
-  constructor(options: { guard: DestinationGuard; extraCa?: string | undefined; timeoutMs?: number }) {
+  constructor(options: { guard: DestinationGuard; extraCa?: string | undefined; timeoutMs?: number; logger?: Logger }) {
     this.#guard = options.guard;
+    this.#logger = options.logger;
     this.#timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
     // No per-origin socket limit: partners may share a receiver host (a webhook relay service), and
     // one partner's slow deliveries must not queue another's. The dispatcher bounds concurrency per
@@ -50,7 +53,10 @@ export class WebhookSender {
     const started = performance.now();
     const url = new URL(delivery.url);
     const destination = await this.#guard.check(url, delivery.allowPrivate, this.#timeoutMs);
-    if (!destination.ok) return { delivered: false, status: null, error: destination.reason, retry: destination.transient };
+    if (!destination.ok) {
+      this.#logger?.info({ url: delivery.url, detail: destination.detail }, 'webhook destination refused');
+      return { delivered: false, status: null, error: destination.reason, retry: destination.transient };
+    }
     const { host, address, family } = destination;
     const remainingMs = Math.max(1, this.#timeoutMs - (performance.now() - started));
     return new Promise<AttemptResult>((resolve) => {

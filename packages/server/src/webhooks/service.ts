@@ -1,10 +1,12 @@
+import type { Logger } from 'pino';
 import type { EventData } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
 import { newId } from '../infra/ids.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import type { Tenant } from '../platform/tenant.ts';
+import { requestTenant, type Tenant } from '../platform/tenant.ts';
 import type { DestinationGuard } from './destination.ts';
 import { urlShapeProblem } from './destination.ts';
 import { NAMEABLE_EVENTS, unknownFilterEntries } from './event-filter.ts';
@@ -17,6 +19,7 @@ import {
   toWebhookConfig,
   type WebhookConfig,
 } from './schemas.ts';
+import { secretFingerprint, type WebhookSecrets } from './secrets.ts';
 import type { WebhookSender } from './sender.ts';
 import { newSigningSecret, signDelivery } from './signature.ts';
 import { appendAttempts, findWebhook } from './store.ts';
@@ -32,6 +35,8 @@ export interface WebhookServiceDeps {
   cursors: CursorCodec;
   guard: DestinationGuard;
   sender: WebhookSender;
+  secrets: WebhookSecrets;
+  logger: Logger;
 }
 
 /** partner-api.md, Webhook configuration and the webhook endpoints. */
@@ -48,7 +53,11 @@ export class WebhookService {
     checkRequest(request.url, events);
     // The URL is re-checked before every delivery too: DNS may change after this.
     const destination = await guard.check(new URL(request.url), tenant.partner.allow_private_webhooks);
-    if (!destination.ok) throw validationError([{ in: 'body', field: 'url', message: destination.reason }]);
+    if (!destination.ok) {
+      // What the host resolved to stays in the server log: a partner must not map internal names.
+      this.#deps.logger.info({ partner: tenant.partnerId, url: request.url, detail: destination.detail }, 'webhook destination refused');
+      throw validationError([{ in: 'body', field: 'url', message: destination.reason }]);
+    }
 
     return db.transaction().execute(async (trx) => {
       const existing = await trx
@@ -76,7 +85,7 @@ export class WebhookService {
           partner_id: tenant.partnerId,
           mode: tenant.mode,
           ...settings,
-          secret,
+          secret: this.#deps.secrets.seal(tenant.partnerId, tenant.mode, secret),
           previous_secret_valid_until: null,
           created_at: tenant.now,
         })
@@ -86,6 +95,28 @@ export class WebhookService {
       return { ...toWebhookConfig(row, tenant.now), signing_secret: secret };
     });
   }
+
+  /**
+   * An idempotent replay of the creating PUT (partner-api.md, Conventions rule 1) hands the secret
+   * back only while it is still the current one; after a rotation or removal it is revoked, and
+   * the replay answers the configuration without it (decision 77).
+   */
+  readonly replay: IdempotentReplay = {
+    store: (body) => mapSecretField(body, (data) => renameKey(data, 'signing_secret', SECRET_HASH_FIELD, secretFingerprint)),
+    replay: async (request, stored) => {
+      const tenant = requestTenant(request, this.#deps.clock);
+      const row = await findWebhook(this.#deps.db, tenant.partnerId, tenant.mode);
+      const current = row ? this.#deps.secrets.open(row) : undefined;
+      return mapSecretField(stored, (data) => {
+        const hash = data[SECRET_HASH_FIELD];
+        if (typeof hash !== 'string') return data;
+        if (current !== undefined && secretFingerprint(current) === hash)
+          return renameKey(data, SECRET_HASH_FIELD, 'signing_secret', () => current);
+        const { [SECRET_HASH_FIELD]: _revoked, ...rest } = data;
+        return rest;
+      });
+    },
+  };
 
   async get(tenant: Tenant): Promise<WebhookConfig> {
     const row = await findWebhook(this.#deps.db, tenant.partnerId, tenant.mode);
@@ -119,7 +150,11 @@ export class WebhookService {
     const validUntil = new Date(tenant.now.getTime() + PREVIOUS_SECRET_GRACE_MS);
     const updated = await this.#deps.db
       .updateTable('webhooks')
-      .set({ secret, previous_secret_valid_until: validUntil, updated_at: tenant.now })
+      .set({
+        secret: this.#deps.secrets.seal(tenant.partnerId, tenant.mode, secret),
+        previous_secret_valid_until: validUntil,
+        updated_at: tenant.now,
+      })
       .where('partner_id', '=', tenant.partnerId)
       .where('mode', '=', tenant.mode)
       .executeTakeFirst();
@@ -145,7 +180,7 @@ export class WebhookService {
       url: webhook.url,
       allowPrivate: tenant.partner.allow_private_webhooks,
       body,
-      headers: deliveryHeaders(deliveryId, 'ping', timestamp, signDelivery(webhook.secret, timestamp, body)),
+      headers: deliveryHeaders(deliveryId, 'ping', timestamp, signDelivery(this.#deps.secrets.open(webhook), timestamp, body)),
     });
     await appendAttempts(db, [
       {
@@ -181,6 +216,21 @@ export class WebhookService {
       this.#deps.cursors.encode('webhook-deliveries', filters, [String(last.seq)]),
     );
   }
+}
+
+const SECRET_HASH_FIELD = 'signing_secret_sha256';
+
+/** Applies `change` to the `data` of a stored success envelope. */
+function mapSecretField(body: string, change: (data: Record<string, unknown>) => Record<string, unknown>): string {
+  const envelope = JSON.parse(body) as { data?: Record<string, unknown> };
+  if (!envelope.data) return body;
+  return JSON.stringify({ ...envelope, data: change(envelope.data) });
+}
+
+/** Renames one key in place (the answer keeps its field order), mapping its value. */
+function renameKey(data: Record<string, unknown>, from: string, to: string, map: (value: string) => string): Record<string, unknown> {
+  if (typeof data[from] !== 'string') return data;
+  return Object.fromEntries(Object.entries(data).map(([key, value]) => (key === from ? [to, map(value as string)] : [key, value])));
 }
 
 /** The request's shape: the URL's form and every filter entry, all problems at once. */

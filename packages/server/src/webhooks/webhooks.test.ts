@@ -164,7 +164,7 @@ for (const target of testDatabases()) {
           [{ url: 'https://receiver.test/hooks#frag' }, 'url', /fragment/],
           [{ url: 'not a url' }, 'url', /absolute URL/],
           [{ url: 'ftp://receiver.test/' }, 'url', /https/],
-          [{ url: 'https://nowhere.test/hooks' }, 'url', /does not resolve/],
+          [{ url: 'https://nowhere.test/hooks' }, 'url', /does not resolve to a public address/],
         ];
         for (const [body, field, message] of cases) {
           const error = assertError(await api(plain.live, 'PUT', '/webhook', body), 400, 'VALIDATION_ERROR');
@@ -260,21 +260,54 @@ for (const target of testDatabases()) {
           'https://metadata.example/',
           'https://v6local.example/',
           'https://mapped.example/',
-          'https://127.0.0.1:8443/hooks',
         ];
         assert.ok(refused.length >= 50);
         for (const url of refused) {
           const error = assertError(await api(plain.live, 'PUT', '/webhook', { url }), 400, 'VALIDATION_ERROR');
           const [problem] = fieldErrors(error);
           assert.equal(problem?.field, 'url', url);
-          assert.match(problem?.message ?? '', /public address|this machine/, `${url}: ${problem?.message}`);
+          assert.match(problem?.message ?? '', /does not resolve to a public address/, `${url}: ${problem?.message}`);
+          // What a name resolved to stays in the server log: a partner cannot map internal names.
+          const host = new URL(url).hostname;
+          if (!/^[\d.]+$|^\[/.test(host))
+            assert.doesNotMatch(problem?.message ?? '', /\d+\.\d+\.\d+\.\d+|::|resolves to/, `${url}: ${problem?.message}`);
         }
         assertError(await api(plain.live, 'GET', '/webhook'), 404, 'NOT_FOUND');
         // A public destination is accepted.
         dns.set('hooks.partner.example', ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946']);
         assert.equal((await api(plain.live, 'PUT', '/webhook', { url: 'https://hooks.partner.example/tenantry' })).status, 200);
-        assert.equal((await api(plain.live, 'PUT', '/webhook', { url: 'https://8.8.8.8:8443/hooks?x=1' })).status, 200);
+        assert.equal((await api(plain.live, 'PUT', '/webhook', { url: 'https://8.8.8.8:443/hooks?x=1' })).status, 200);
+        // Another port needs the operator's allowance, like a private address (or deliveries would scan ports).
+        for (const url of ['https://8.8.8.8:8443/hooks', 'https://hooks.partner.example:22/', 'https://127.0.0.1:8443/hooks']) {
+          const [problem] = fieldErrors(assertError(await api(plain.live, 'PUT', '/webhook', { url }), 400, 'VALIDATION_ERROR'));
+          assert.match(problem?.message ?? '', /port \d+ is not allowed/, url);
+        }
         await api(plain.live, 'DELETE', '/webhook');
+      });
+
+      test('cloud metadata and host-service addresses are refused even for a partner allowed private receivers', async () => {
+        dns.set('metadata.example', ['169.254.169.254']);
+        dns.set('wireserver.example', ['168.63.129.16']);
+        dns.set('imds6.example', ['2600:1f18::1', 'fd00:ec2::254']);
+        const refused = [
+          'https://metadata.example/',
+          'https://169.254.169.254/latest/meta-data/',
+          'https://169.254.170.2/v2/credentials',
+          'https://[::ffff:169.254.169.254]/',
+          'https://[fe80::a9fe:a9fe]/',
+          'https://168.63.129.16/',
+          'https://wireserver.example/',
+          'https://100.100.100.200/',
+          'https://[fd00:ec2::254]/',
+          'https://imds6.example/',
+        ];
+        for (const url of refused) {
+          const [problem] = fieldErrors(assertError(await api(lab.live, 'PUT', '/webhook', { url }), 400, 'VALIDATION_ERROR'));
+          assert.equal(problem?.field, 'url', url);
+        }
+        // The allowance still covers ordinary private addresses and other ports.
+        assert.equal((await api(lab.live, 'PUT', '/webhook', { url: receiver.url() })).status, 200);
+        await api(lab.live, 'DELETE', '/webhook');
       });
 
       test('DELETE removes the configuration and its secret; test and rotation then answer NOT_CONFIGURED', async () => {
@@ -510,13 +543,19 @@ for (const target of testDatabases()) {
         );
         assert.equal(result.body.data.delivered, false);
         assert.equal(result.body.data.status, null);
-        assert.match(result.body.data.error, /127\.0\.0\.1 is a loopback address/);
+        assert.equal(result.body.data.error, 'host rebind.example does not resolve to a public address');
+        assert.ok(
+          server.logs.some(
+            (line) => line.msg === 'webhook destination refused' && /127\.0\.0\.1 is a loopback address/.test(String(line.detail)),
+          ),
+          'the resolved address is in the server log',
+        );
         await activeCustomer(server, plain.live, 'rebound');
         const log = await eventually(
           async () => (await deliveries(plain.live)).data.filter((r) => r.event === 'customer.ready'),
           (records) => records.length === 1,
         );
-        assert.match(log[0]?.error ?? '', /public address/);
+        assert.equal(log[0]?.error, 'host rebind.example does not resolve to a public address');
         server.clock.advance(120_000);
         await sleep(150);
         assert.equal((await deliveries(plain.live)).data.filter((r) => r.event === 'customer.ready').length, 1, 'a refusal is not retried');

@@ -1,6 +1,7 @@
-import { mkdirSync } from 'node:fs';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { ensurePrivateDir, makeOwnerOnly } from '../data-dir.ts';
+import { acquireEmbeddedLock } from './embedded-lock.ts';
 import { PGlitePool } from './pglite-pool.ts';
 import type { Database } from './schema.ts';
 
@@ -10,6 +11,13 @@ export interface DatabaseHandle {
   db: Db;
   /** true for the embedded PGlite database: one process owns it. */
   embedded: boolean;
+  /**
+   * Makes the embedded database's files owner-only again. PGlite (PostgreSQL in WASM) writes some
+   * files, such as relation cache files rewritten at start and after schema changes, with modes
+   * that ignore the umask; the directory stays 0700, and this puts the files right after opening,
+   * after migrations, now and then, and on close. A no-op for other databases.
+   */
+  secureFiles(): void;
   close(): Promise<void>;
 }
 
@@ -20,11 +28,23 @@ pg.types.setTypeParser(20, (value) => Number(value));
 
 export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHandle> {
   if (target.kind === 'embedded') {
-    if (target.dataDir !== undefined) mkdirSync(target.dataDir, { recursive: true });
-    const pool = await PGlitePool.open(target.dataDir);
-    // biome-ignore lint/suspicious/noExplicitAny: PGlitePool implements the subset of pg.Pool Kysely calls.
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: pool as any }) });
-    return { db, embedded: true, close: () => db.destroy() };
+    const { dataDir } = target;
+    if (dataDir === undefined) return embedded(await PGlitePool.open(undefined), undefined, () => {});
+    // Before anything touches the files: one process per embedded database.
+    const lock = await acquireEmbeddedLock(dataDir);
+    // Files PostgreSQL creates while running (new relations, WAL segments, caches) follow the
+    // umask: owner-only in any process that opens an embedded database, not only `tenantry serve`.
+    process.umask(0o077);
+    try {
+      ensurePrivateDir(dataDir);
+      const pool = await PGlitePool.open(dataDir);
+      const handle = embedded(pool, dataDir, () => lock.release());
+      handle.secureFiles();
+      return handle;
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
   }
   const pool = new pg.Pool({
     connectionString: target.url,
@@ -39,7 +59,28 @@ export async function openDatabase(target: DatabaseTarget): Promise<DatabaseHand
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  return { db, embedded: false, close: () => db.destroy() };
+  return { db, embedded: false, secureFiles: () => {}, close: () => db.destroy() };
+}
+
+function embedded(pool: PGlitePool, dataDir: string | undefined, afterClose: () => void): DatabaseHandle {
+  // biome-ignore lint/suspicious/noExplicitAny: PGlitePool implements the subset of pg.Pool Kysely calls.
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: pool as any }) });
+  const secureFiles = () => {
+    if (dataDir !== undefined) makeOwnerOnly(dataDir);
+  };
+  return {
+    db,
+    embedded: true,
+    secureFiles,
+    close: async () => {
+      try {
+        await db.destroy();
+        secureFiles();
+      } finally {
+        afterClose();
+      }
+    },
+  };
 }
 
 const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);

@@ -174,6 +174,8 @@ export interface ProjectsTable {
 export type UserRole = 'admin' | 'member';
 
 export interface UsersTable {
+  /** Immutable identity: a user created again with the same username is another person. */
+  uid: string;
   customer_uid: string;
   platform_scope: PlatformScope;
   partner_id: string;
@@ -322,7 +324,7 @@ export interface ConsoleLoginsTable {
   partner_id: string;
   mode: KeyMode;
   customer_uid: string;
-  username: string;
+  user_uid: string;
   expires_at: Date;
   used_at: Date | null;
   created_at: Date;
@@ -333,7 +335,9 @@ export interface ConsoleSessionsTable {
   partner_id: string;
   mode: KeyMode;
   customer_uid: string;
-  username: string;
+  user_uid: string;
+  /** Forms post with it (a per-session token against cross-site requests). */
+  csrf_token: string;
   expires_at: Date;
   created_at: Date;
 }

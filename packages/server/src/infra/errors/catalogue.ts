@@ -16,6 +16,8 @@ export const ERROR_CATALOGUE = {
   NOT_FOUND: { status: 404, retryable: false },
   UPSTREAM_NOT_FOUND: { status: 404, retryable: false },
   METHOD_NOT_ALLOWED: { status: 405, retryable: false },
+  /** Decision 79: headers over Node's limit, answered before any route is known. */
+  HEADERS_TOO_LARGE: { status: 431, retryable: false },
   ALREADY_EXISTS: { status: 409, retryable: false },
   CONFLICT: { status: 409, retryable: false },
   NOT_READY: { status: 409, retryable: true },

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
@@ -57,6 +58,8 @@ export function createHttpApp(
       reply.header('x-request-id', request.id);
       sendError(request, reply, validationError([{ in: 'path', field: '', message: `is not a valid URL or request (${error.message})` }]));
     },
+    // What Node's HTTP parser refuses before Fastify sees a request gets the envelope too.
+    clientErrorHandler: (error, socket) => answerClientError(logger, name, error, socket),
     // A hop count becomes "trust the first N hops"; addresses and CIDRs are passed through.
     trustProxy: typeof options.trustProxy === 'number' ? trustHops(options.trustProxy) : (options.trustProxy ?? false),
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -147,6 +150,53 @@ function fastPathServer(fastPath: (request: IncomingMessage, response: ServerRes
     server.setTimeout(opts.connectionTimeout ?? 0);
     return server;
   };
+}
+
+/**
+ * A request Node's parser refused (headers too large, both Content-Length and Transfer-Encoding,
+ * malformed framing): answered in the error envelope with a request id, then the connection is
+ * closed, since the stream can no longer be trusted. A timeout or a reset has nobody to answer.
+ */
+function answerClientError(logger: FastifyBaseLogger, api: string, error: NodeJS.ErrnoException, socket: Duplex): void {
+  if (error.code === 'ECONNRESET' || error.code === 'ERR_HTTP_REQUEST_TIMEOUT' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const requestId = newId('request');
+  const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+  const apiError = tooLarge
+    ? new ApiError('HEADERS_TOO_LARGE', 'The request headers are larger than the server accepts (16 KiB).')
+    : validationError([{ in: 'header', field: '', message: clientErrorMessage(error) }]);
+  const body = JSON.stringify({
+    status: 'error',
+    error: {
+      code: apiError.code,
+      message: apiError.message,
+      request_id: requestId,
+      ...(apiError.details ? { details: apiError.details } : {}),
+    },
+  });
+  const reason = tooLarge ? 'Request Header Fields Too Large' : 'Bad Request';
+  socket.end(
+    `HTTP/1.1 ${apiError.status} ${reason}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+      `x-request-id: ${requestId}\r\nconnection: close\r\n\r\n${body}`,
+  );
+  logger.info({ api, request_id: requestId, status: apiError.status, parser_error: error.code }, 'request refused by the HTTP parser');
+}
+
+function clientErrorMessage(error: NodeJS.ErrnoException & { reason?: string }): string {
+  // llhttp names the pair in either order, under the code of whichever header came second.
+  if (/can't be present with/.test(error.reason ?? '')) return 'the request has both Content-Length and Transfer-Encoding; send one';
+  switch (error.code) {
+    case 'HPE_INVALID_CONTENT_LENGTH':
+      return 'Content-Length is invalid or sent twice with different values';
+    case 'HPE_INVALID_TRANSFER_ENCODING':
+      return 'Transfer-Encoding is invalid';
+    case 'HPE_INVALID_HEADER_TOKEN':
+      return 'a header name or value holds a character HTTP does not allow';
+    default:
+      return `the request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`;
+  }
 }
 
 function trustHops(hops: number): (address: string, hop: number) => boolean {

@@ -17,7 +17,60 @@ export function installValidators(app: FastifyInstance): void {
   const base = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false } as const;
   const bodyAjv = addFormats(new Ajv({ ...base, coerceTypes: false }));
   const textAjv = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object));
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    const validate = (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
+    if (httpPart === 'headers') return validate;
+    // Every schema gets the text check: no route can forget it.
+    const check = (data: unknown): boolean => {
+      const valid = validate(data);
+      const unstorable = unstorableText(data);
+      check.errors = unstorable.length > 0 ? [...(validate.errors ?? []), ...unstorable] : validate.errors;
+      return valid && unstorable.length === 0;
+    };
+    check.errors = null as ErrorObject[] | null | undefined;
+    return check;
+  });
+}
+
+/** In a `u` regular expression a surrogate pair is one code point: only a lone surrogate is of category Cs. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Why PostgreSQL cannot store a text as given, or undefined when it can. */
+function textProblem(text: string): string | undefined {
+  if (text.includes('\u0000')) return 'must not contain the NUL character (U+0000)';
+  // A lone surrogate has no UTF-8 encoding: the driver would store a replacement character instead.
+  if (LONE_SURROGATE.test(text)) return 'must be valid Unicode text (it holds a lone surrogate)';
+  return undefined;
+}
+
+/**
+ * Every string (and object key) of a request part that PostgreSQL's text cannot hold, as
+ * validation errors at their paths. Iterative, so no nesting depth can exhaust the stack.
+ */
+export function unstorableText(value: unknown): ErrorObject[] {
+  const found: ErrorObject[] = [];
+  const pending: [unknown, string][] = [[value, '']];
+  for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
+    const [node, path] = item;
+    if (typeof node === 'string') {
+      const problem = textProblem(node);
+      if (problem) found.push(textError(path, problem));
+    } else if (Array.isArray(node)) {
+      for (let i = node.length - 1; i >= 0; i--) pending.push([node[i], `${path}/${i}`]);
+    } else if (node !== null && typeof node === 'object') {
+      for (const [key, child] of Object.entries(node)) {
+        const childPath = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+        const problem = textProblem(key);
+        if (problem) found.push(textError(childPath, `field name ${problem}`));
+        pending.push([child, childPath]);
+      }
+    }
+  }
+  return found.sort((a, b) => (a.instancePath < b.instancePath ? -1 : 1));
+}
+
+function textError(instancePath: string, message: string): ErrorObject {
+  return { keyword: 'text', instancePath, schemaPath: '#', params: {}, message };
 }
 
 const PART: Record<string, FieldProblem['in']> = {

@@ -10,6 +10,19 @@ declare module 'fastify' {
   interface FastifyRequest {
     idempotency?: IdempotencyScope;
   }
+  interface FastifyContextConfig {
+    /** A route whose answer carries a secret says how its replays keep it out of storage. */
+    idempotentReplay?: IdempotentReplay;
+  }
+}
+
+/**
+ * How a route's stored answer differs from the one sent: a secret in an answer is not kept at rest
+ * (`store` takes it out), and a replay decides what it may hand back now (`replay`).
+ */
+export interface IdempotentReplay {
+  store(body: string): string;
+  replay(request: FastifyRequest, stored: string): Promise<string>;
 }
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -53,13 +66,16 @@ export const idempotencyPlugin = fp(
             retryAfter: 1,
             details: { idempotency_key: header },
           });
-        case 'replay':
+        case 'replay': {
+          const replay = request.routeOptions.config.idempotentReplay;
+          const body = replay && result.statusCode < 300 ? await replay.replay(request, result.body) : result.body;
           reply
             .code(result.statusCode)
             .header('x-request-id', result.requestId)
             .header('idempotent-replayed', 'true')
             .type('application/json; charset=utf-8');
-          return reply.send(result.body);
+          return reply.send(body);
+        }
       }
     };
 
@@ -73,11 +89,13 @@ export const idempotencyPlugin = fp(
         await releaseKey(db, scope, request.id);
         return payload;
       }
+      const replay = request.routeOptions.config.idempotentReplay;
+      const stored = replay && reply.statusCode < 300 ? replay.store(body) : body;
       try {
-        await completeKey(db, scope, request.id, reply.statusCode, body);
+        await completeKey(db, scope, request.id, reply.statusCode, stored);
       } catch {
         // One more try; if that fails too, the error handler answers 503 and the key's lease lets a retry run.
-        await completeKey(db, scope, request.id, reply.statusCode, body);
+        await completeKey(db, scope, request.id, reply.statusCode, stored);
       }
       return payload;
     };

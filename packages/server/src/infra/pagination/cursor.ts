@@ -1,11 +1,14 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { Type } from 'typebox';
+import { decodeCanonicalBase64url } from '../encoding.ts';
 import { validationError } from '../errors/catalogue.ts';
 
 /**
- * Opaque, signed keyset cursors. A cursor names its list and the filters it
- * was issued under, and carries the sort key of the last item returned; it is
- * refused (400 VALIDATION_ERROR) on any other list or with other filters.
+ * Opaque keyset cursors. A cursor names its list and the filters it was issued
+ * under, and carries the sort key of the last item returned; it is refused (400
+ * VALIDATION_ERROR) on any other list or with other filters. Cursors are
+ * encrypted and authenticated (AES-256-GCM): a partner can neither read the
+ * internal ids they carry nor make one up.
  */
 export const PAGE_LIMIT_DEFAULT = 50;
 export const PAGE_LIMIT_MAX = 200;
@@ -35,6 +38,10 @@ interface CursorBody {
   k: SortKey;
 }
 
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+const AAD = Buffer.from('tenantry cursor v1');
+
 export class CursorCodec {
   readonly #key: Buffer;
 
@@ -44,30 +51,32 @@ export class CursorCodec {
 
   encode(list: string, filters: Record<string, unknown>, key: SortKey): string {
     const body = Buffer.from(JSON.stringify({ l: list, f: fingerprint(filters), k: key } satisfies CursorBody));
-    return `${body.toString('base64url')}.${this.#sign(body).toString('base64url')}`;
+    const nonce = randomBytes(NONCE_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.#key, nonce);
+    cipher.setAAD(AAD);
+    return Buffer.concat([nonce, cipher.update(body), cipher.final(), cipher.getAuthTag()]).toString('base64url');
   }
 
   /** The sort key a cursor carries, or a 400 naming why it cannot be used here. */
   decode(cursor: string, list: string, filters: Record<string, unknown>): SortKey {
     const invalid = (message: string) => validationError([{ in: 'query', field: 'cursor', message }]);
-    const [bodyPart, signaturePart, extra] = cursor.split('.');
-    if (!bodyPart || !signaturePart || extra !== undefined) throw invalid('is not a cursor issued by this API');
-    const body = Buffer.from(bodyPart, 'base64url');
-    const signature = Buffer.from(signaturePart, 'base64url');
-    const expected = this.#sign(body);
-    if (signature.length !== expected.length || !timingSafeEqual(signature, expected)) {
+    const sealed = decodeCanonicalBase64url(cursor);
+    if (!sealed || sealed.length <= NONCE_BYTES + TAG_BYTES) throw invalid('is not a cursor issued by this API');
+    let parsed: CursorBody;
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.#key, sealed.subarray(0, NONCE_BYTES));
+      decipher.setAAD(AAD);
+      decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+      const body = Buffer.concat([decipher.update(sealed.subarray(NONCE_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
+      parsed = JSON.parse(body.toString('utf8')) as CursorBody;
+    } catch {
       throw invalid('is not a cursor issued by this API');
     }
-    const parsed = JSON.parse(body.toString('utf8')) as CursorBody;
     if (parsed.l !== list) throw invalid('belongs to another list');
     if (parsed.f !== fingerprint(filters)) {
       throw invalid('was issued with other filters; pass every other query parameter unchanged');
     }
     return parsed.k;
-  }
-
-  #sign(body: Buffer): Buffer {
-    return createHmac('sha256', this.#key).update(body).digest().subarray(0, 16);
   }
 }
 

@@ -1,4 +1,4 @@
-import type { Kysely, Migration } from 'kysely';
+import { type Kysely, type Migration, sql } from 'kysely';
 
 export const secretMigrations: Record<string, Migration> = {
   '0001_secrets_create': {
@@ -9,6 +9,12 @@ export const secretMigrations: Record<string, Migration> = {
         .addColumn('value', 'text', (c) => c.notNull())
         .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(db.fn('now')))
         .execute();
+    },
+  },
+  '0018_secrets_sealed': {
+    async up(db: Kysely<unknown>) {
+      // The cursor signing key was kept in plain text; cursors are now encrypted with a new, sealed key.
+      await sql`delete from server_secrets where name = 'cursor_signing_key'`.execute(db);
     },
   },
 };

