@@ -63,8 +63,10 @@ function operationSchema(operation: Operation): Schema {
   const body = operation.requestBody?.content['application/json']?.schema;
   if (body) sections.body = body;
   const success = Object.entries(operation.responses).find(([status]) => status.startsWith('2'));
-  const response = success?.[1].content?.['application/json']?.schema;
-  if (!response) throw new Error(`${operation.operationId} documents no JSON success response`);
+  // A stream (server-sent events) documents its text; the SDK types its events itself.
+  const content = success?.[1].content;
+  const response = content?.['application/json']?.schema ?? content?.['text/event-stream']?.schema;
+  if (!response) throw new Error(`${operation.operationId} documents no JSON or event-stream success response`);
   sections.response = response;
   return object(sections, Object.keys(sections));
 }

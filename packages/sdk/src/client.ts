@@ -104,6 +104,37 @@ export class HttpClient {
     }
   }
 
+  /**
+   * Opens a GET whose body the caller reads as it arrives (the event stream): the same token handling
+   * and retries as `request`, resolving the response once it answered 2xx.
+   */
+  async open(path: string, options: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
+    let replayed = false;
+    for (let attempt = 0; ; attempt++) {
+      const token = await this.#accessToken();
+      const response = await this.#options.fetch(`${this.#options.baseUrl}${API}${path}`, {
+        headers: { ...options.headers, authorization: `Bearer ${token}` },
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      if (response.ok) return response;
+      const error = await toError(response);
+      if (error.status === 401 && !replayed) {
+        replayed = true;
+        if (this.#token?.value === token) this.#token = undefined;
+        attempt--;
+        continue;
+      }
+      const wait = this.#retryDelay(error, 'GET', false, attempt);
+      if (wait === undefined) throw error;
+      await this.#options.sleep(wait);
+    }
+  }
+
+  /** How this client waits (tests make it instant). */
+  sleep(ms: number): Promise<void> {
+    return this.#options.sleep(ms);
+  }
+
   /** Milliseconds before the next attempt, or undefined when the table says not to retry. */
   #retryDelay(error: TenantryError, method: string, hasKey: boolean, attempt: number): number | undefined {
     if (attempt >= this.#options.maxRetries) return undefined;

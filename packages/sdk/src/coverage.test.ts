@@ -25,6 +25,13 @@ test('every SDK method calls a documented operation, and every documented operat
     const operation = operationFor(init?.method ?? 'GET', url.pathname)?.operationId;
     assert.ok(operation, `${current}: ${init?.method} ${url.pathname} is not in docs/openapi.json`);
     called.set(operation, current);
+    if (operation === 'streamEvents') {
+      const event = { id: 'dlv_1', event: 'ping', created_at: '', partner_id: 'p', data: { message: 'hi' } };
+      return new Response(`id: dlv_1\nevent: ping\ndata: ${JSON.stringify(event)}\n\n`, {
+        status: 200,
+        headers: { 'content-type': 'text/event-stream' },
+      });
+    }
     // Lists answer an empty page; everything else an object that also ends a wait at once.
     const data = operation.startsWith('list') ? [] : { finished_at: 'x', customer: {}, operation: { id: 'op' } };
     const body = { status: 'success', data, pagination: { next_cursor: null } };
@@ -36,7 +43,12 @@ test('every SDK method calls a documented operation, and every documented operat
   const visit = async (node: unknown, name: string): Promise<void> => {
     if (typeof node === 'function') {
       current = name;
-      const result = node('c1', 'p1', {});
+      // The event stream runs until stopped: one event is enough to see which operation it calls.
+      const result = name === 'events.stream' ? node({}) : node('c1', 'p1', {});
+      if (name === 'events.stream') {
+        for await (const _ of result as AsyncIterable<unknown>) break;
+        return;
+      }
       if (result && typeof (result as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function') {
         for await (const _ of result as AsyncIterable<unknown>);
       } else await result;

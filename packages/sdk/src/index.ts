@@ -1,6 +1,7 @@
 export { type ClientOptions, type RequestOptions, TenantryError } from './client.ts';
 /** Every schema of the OpenAPI document as a type (Customer, Project, Quota, the event bodies, ...). */
 export type * from './generated/api.ts';
+export { EventStream, type EventStreamOptions } from './stream.ts';
 export {
   type CallOptions,
   List,

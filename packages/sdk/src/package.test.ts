@@ -1,17 +1,20 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { startTestServer, type TestServer, testDatabases } from '../../server/test/harness.ts';
+import { findNode20, NO_NODE20 } from '../../server/test/node20.ts';
 import { partnerWithModes, type Tokens } from '../../server/test/provisioning.ts';
 
 const run = promisify(execFile);
 const SDK = fileURLToPath(new URL('..', import.meta.url));
 const BIN = fileURLToPath(new URL('../../../node_modules/.bin/', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const NODE20 = findNode20();
 const env = { ...process.env, PATH: `${BIN}:${process.env.PATH ?? ''}`, npm_config_audit: 'false', npm_config_fund: 'false' };
 
 /**
@@ -136,11 +139,11 @@ if (target) {
 
     const runtimes: [string, string | undefined][] = [
       [`this Node (${process.versions.node})`, process.execPath],
-      ['Node 20', process.env.TENANTRY_TEST_NODE20],
+      ['Node 20', NODE20],
     ];
     for (const [label, node] of runtimes) {
       test(`the published JavaScript runs against the real server on ${label}`, {
-        skip: node ? false : 'TENANTRY_TEST_NODE20 is not set (.ci/run sets it)',
+        skip: node ? false : NO_NODE20,
       }, async () => {
         writeFileSync(join(consumer, 'run.mjs'), CONSUMER_RUN);
         const customerId = `pkg-${label.includes('20') ? 'node20' : 'current'}`;
@@ -155,3 +158,52 @@ if (target) {
     }
   });
 }
+
+/** The repository's files as a clone has them (tracked files, as they are in the working tree): no node_modules, no dist. */
+function freshClone(): string | undefined {
+  let files: string[];
+  try {
+    files = execFileSync('git', ['ls-files', '-z'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
+  } catch {
+    return undefined;
+  }
+  const clone = mkdtempSync(join(tmpdir(), 'tenantry-clone-'));
+  for (const file of files) if (existsSync(join(ROOT, file))) cpSync(join(ROOT, file), join(clone, file));
+  return clone;
+}
+
+/** A user's shell: no npm variables from the test run around it. */
+const userEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.toLowerCase().startsWith('npm_')));
+
+describe('a fresh clone after npm ci', { timeout: 600_000 }, () => {
+  let clone: string | undefined;
+  before(async () => {
+    clone = freshClone();
+    if (clone) await run('npm', ['ci', '--no-audit', '--no-fund', '--prefer-offline'], { cwd: clone, env: userEnv, maxBuffer: 1 << 24 });
+  });
+  after(() => {
+    if (clone) rmSync(clone, { recursive: true, force: true });
+  });
+
+  // The README's import line, from a script in the repository: npm ci built the SDK (its `prepare` script).
+  const SCRIPT = `import { Tenantry, verifyWebhook } from '@tenantry/sdk';
+const client = new Tenantry({ apiKey: 'tnt_test_x', baseUrl: 'http://127.0.0.1:9' });
+console.log(JSON.stringify({ node: process.versions.node, client: typeof client.customers.list, verify: typeof verifyWebhook }));
+`;
+  const runtimes: [string, () => string | undefined][] = [
+    ["the project's Node 24", () => (clone ? join(clone, 'node_modules', '.bin', 'node') : undefined)],
+    ["the machine's Node 20", () => NODE20],
+  ];
+  for (const [label, node] of runtimes) {
+    test(`import { Tenantry } from '@tenantry/sdk' works on ${label}`, {
+      skip: label.includes('20') && !NODE20 ? NO_NODE20 : false,
+    }, async (t) => {
+      if (!clone) return t.skip('not a git checkout: there is no clone to make');
+      writeFileSync(join(clone, 'try-sdk.mjs'), SCRIPT);
+      const ran = await run(node() ?? '', ['try-sdk.mjs'], { cwd: clone, env: userEnv });
+      const result = JSON.parse(ran.stdout) as { node: string; client: string; verify: string };
+      assert.match(result.node, label.includes('20') ? /^20\./ : /^24\./);
+      assert.deepEqual({ client: result.client, verify: result.verify }, { client: 'function', verify: 'function' });
+    });
+  }
+});

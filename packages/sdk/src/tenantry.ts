@@ -1,5 +1,6 @@
 import { type ClientOptions, HttpClient, type RequestOptions } from './client.ts';
 import { type Api, OPERATIONS, type Operation } from './generated/api.ts';
+import { EventStream, type EventStreamOptions } from './stream.ts';
 
 type Operations = Api['operations'];
 /** Every documented operation, by its `operationId` in the OpenAPI document. */
@@ -185,5 +186,11 @@ export class Tenantry {
 
   readonly events = {
     list: (query?: Query<'listEvents'>) => this.#list('listEvents', { query }),
+    /**
+     * Every new event of this key's mode as it happens (`GET /events/stream`), across reconnects:
+     * `for await (const event of tenantry.events.stream({ signal }))`. Pass `lastEventId` to continue
+     * after an event you already handled.
+     */
+    stream: (options?: EventStreamOptions) => new EventStream(this.#http, options),
   };
 }

@@ -1,3 +1,53 @@
 #!/usr/bin/env node
-// The installed `tenantry` command: Node 24 runs the TypeScript sources directly (type stripping).
-import '../src/cli/main.ts';
+// The installed `tenantry` command. The CLI is TypeScript that Node 24 runs directly (type stripping).
+// This file stays plain JavaScript that older Node versions can parse, because the `node` first on a
+// user's PATH is often older (Node 20 on many machines): then it finds the Node 24 the project
+// installed (the `node` npm package, a dev dependency) and runs the CLI on it, or says in one line
+// what is needed. On Node 24 it imports the CLI in this process: no second process.
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const NEEDED = 24;
+const major = (version) => Number(String(version).replace(/^v/, '').split('.')[0]);
+
+/** The Node binary of the `node` npm package, found as Node resolves packages from here; or undefined. */
+function projectNode() {
+  try {
+    const manifest = createRequire(import.meta.url).resolve('node/package.json');
+    const bin = join(dirname(manifest), 'bin', process.platform === 'win32' ? 'node.exe' : 'node');
+    const { version } = JSON.parse(readFileSync(manifest, 'utf8'));
+    return major(version) >= NEEDED && existsSync(bin) ? bin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+if (major(process.versions.node) >= NEEDED) {
+  await import('../src/cli/main.ts');
+} else {
+  const node = projectNode();
+  if (node === undefined) {
+    process.stderr.write(
+      `tenantry: needs Node.js ${NEEDED} or later, and this is ${process.version}; run npm ci in the tenantry repository (it installs Node ${NEEDED} into node_modules) or put Node ${NEEDED} first on PATH\n`,
+    );
+    process.exit(1);
+  }
+  const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+  const child = spawn(node, [main, ...process.argv.slice(2)], { stdio: 'inherit' });
+  // Signals sent to this process reach the CLI too (its handlers are idempotent: a terminal's Ctrl-C reaches both).
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  child.on('error', (error) => {
+    process.stderr.write(`tenantry: cannot run ${node}: ${error.message}\n`);
+    process.exit(1);
+  });
+  child.on('exit', (code, signal) => {
+    if (signal) {
+      // Die of the same signal, so a shell sees what the CLI saw.
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    } else process.exit(code ?? 1);
+  });
+}

@@ -62,7 +62,7 @@ describe('the data directory', () => {
     });
     assert.equal(refused.code, 2, refused.stderr);
     assert.equal(refused.stderr.trim().split('\n').length, 1, refused.stderr);
-    assert.match(refused.stderr, /^tenantry: invalid configuration: TENANTRY_DATA_DIR: .* is open to other users .*--fix-permissions/);
+    assert.match(refused.stderr, /^tenantry: cannot start: TENANTRY_DATA_DIR: .* is open to other users .*--fix-permissions/);
     assert.equal(statSync(dbFile).mode & 0o777, 0o644, 'refusing changes nothing');
 
     const repaired = await spawnServe({ TENANTRY_DATA_DIR: dataDir }, { args: ['--fix-permissions'] });

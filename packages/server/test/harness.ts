@@ -6,6 +6,7 @@ import pino from 'pino';
 import { type RunningServer, startServer } from '../src/app/server.ts';
 import type { Services } from '../src/app/services.ts';
 import { loadConfig } from '../src/config/config.ts';
+import type { EventStreamOptions } from '../src/events/stream.ts';
 import { ManualClock } from '../src/infra/clock.ts';
 import { type DatabaseHandle, openDatabase } from '../src/infra/db/database.ts';
 import type { Resolver } from '../src/webhooks/destination.ts';
@@ -100,6 +101,8 @@ export interface TestServerOptions {
   sandboxAddressRanges?: number;
   /** How webhook hosts resolve (default: the system resolver). */
   webhookResolver?: Resolver;
+  /** The event stream's timing (default here: polls every 20 ms). */
+  eventStreams?: Partial<EventStreamOptions>;
 }
 
 /** A real server on ephemeral loopback ports, on a fresh database, with a manual clock and captured logs. */
@@ -135,6 +138,7 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     enginePollMs: 20,
     webhookPollMs: 20,
     ...(options.webhookResolver ? { webhookResolver: options.webhookResolver } : {}),
+    eventStreams: { pollMs: 20, ...options.eventStreams },
   });
   return {
     ...server,

@@ -485,6 +485,12 @@ export interface Api {
         data: SecretRotation;
       };
     };
+    streamEvents: {
+      /**
+       * Server-sent events; each `data` line is one Event, as JSON.
+       */
+      response: string;
+    };
     suspendCustomer: {
       path: {
         /**
@@ -1374,6 +1380,7 @@ export const OPERATIONS = {
   putWebhook: { method: 'PUT', path: '/webhook' },
   resumeCustomer: { method: 'POST', path: '/customers/{id}/resume' },
   rotateWebhookSecret: { method: 'POST', path: '/webhook/secret' },
+  streamEvents: { method: 'GET', path: '/events/stream' },
   suspendCustomer: { method: 'POST', path: '/customers/{id}/suspend' },
   testAdvanceClock: { method: 'POST', path: '/test-helpers/clock/advance' },
   testInjectFailure: { method: 'POST', path: '/test-helpers/failures' },

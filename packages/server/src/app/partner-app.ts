@@ -5,6 +5,7 @@ import { authRoutes } from '../auth/routes.ts';
 import { capacityRoutes } from '../capacity/routes.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
+import { docsRoutes } from '../docs/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
 import { osImagesFastPath } from '../images/fast-path.ts';
 import { imageRoutes } from '../images/routes.ts';
@@ -53,6 +54,8 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
   });
 
   await app.register(healthRoutes, { db: database.db, details: () => ({ os_images: services.images.state() }) });
+  // The API reference (/docs) and a landing page (/), for people with a browser.
+  await app.register(docsRoutes, { documentUrl: `${PARTNER_API_PREFIX}/openapi.json` });
   await app.register(consoleRoutes, { services });
   await app.register(imageRoutes, { services });
   await app.register(

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
+import type { EventStreamOptions } from '../events/stream.ts';
 import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
@@ -16,6 +17,7 @@ import { buildOperatorApp } from '../operator/operator-app.ts';
 import type { Resolver } from '../webhooks/destination.ts';
 import { buildPartnerApp, type PartnerRoute } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
+import { databaseStartupError, listenStartupError } from './startup-errors.ts';
 
 export interface RunningServer {
   services: Services;
@@ -43,6 +45,8 @@ export interface StartOptions {
   webhookPollMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
+  /** The event stream's timing (tests poll faster). */
+  eventStreams?: Partial<EventStreamOptions>;
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
@@ -70,12 +74,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     options.database ??
     (await openDatabase(
       config.databaseUrl ? { kind: 'postgres', url: config.databaseUrl } : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
-    ));
+    ).catch((error: unknown) => {
+      throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
+    }));
   const ownsDatabase = options.database === undefined;
 
   let publicUrl = config.publicUrl;
   try {
-    const applied = await migrateToLatest(database.db);
+    // The first statement: an unreachable database is reported here, naming its setting.
+    const applied = await migrateToLatest(database.db).catch((error: unknown) => {
+      throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
+    });
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
     database.secureFiles();
     const services = await createServices({
@@ -91,6 +100,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
       osImagesSource: await catalogueSourceFor(config),
+      eventStreams: options.eventStreams,
     });
     // The catalogue is read before serving (a read is bounded by its timeout), then every 30 s.
     await services.images.refresh();
@@ -99,9 +109,17 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
     const operatorApp = await buildOperatorApp(services, logger, operatorToken);
-    const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port });
+    const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port }).catch(async (error: unknown) => {
+      await operatorApp.close();
+      throw listenStartupError(error, 'partner', config.listen) ?? error;
+    });
     publicUrl = config.publicUrlConfigured ? config.publicUrl : partnerUrl;
-    const operatorUrl = await operatorApp.listen({ host: config.operatorListen.host, port: config.operatorListen.port });
+    const operatorUrl = await operatorApp
+      .listen({ host: config.operatorListen.host, port: config.operatorListen.port })
+      .catch(async (error: unknown) => {
+        await partnerApp.close();
+        throw listenStartupError(error, 'operator', config.operatorListen) ?? error;
+      });
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.
     services.engine.start(options.enginePollMs);

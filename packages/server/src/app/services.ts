@@ -10,6 +10,7 @@ import { ConsoleSessionCache } from '../console/session-cache.ts';
 import { ConsoleVmService } from '../console/vms.ts';
 import { CustomerService } from '../customers/service.ts';
 import { EventService } from '../events/service.ts';
+import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
 import { OsImageCatalogue } from '../images/catalogue.ts';
 import { bundledSource, type CatalogueSource } from '../images/sources.ts';
 import type { Clock } from '../infra/clock.ts';
@@ -53,6 +54,8 @@ export interface ServiceOptions {
   webhookCa?: string | undefined;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver | undefined;
+  /** The event stream's timing (tests poll faster). */
+  eventStreams?: Partial<EventStreamOptions> | undefined;
   /** Where the OS image catalogue is read (default: the bundled example). */
   osImagesSource?: CatalogueSource | undefined;
 }
@@ -81,6 +84,7 @@ export interface Services {
   images: OsImageCatalogue;
   testHelpers: TestHelperService;
   events: EventService;
+  eventStreams: EventStreams;
   webhooks: WebhookService;
   dispatcher: WebhookDispatcher;
   webhookSender: WebhookSender;
@@ -160,6 +164,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     images,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
     events: new EventService({ db, cursors }),
+    eventStreams: new EventStreams({ db, logger: options.logger, options: options.eventStreams }),
     webhooks: new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger }),
     dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, secrets: webhookSecrets, embedded }),
     webhookSender: sender,

@@ -1,5 +1,6 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { fallbackOf } from './settings.ts';
 
 /**
  * The server's configuration (CONTRACT §2): environment variables, overridden
@@ -57,8 +58,11 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     return value === undefined || value === '' ? undefined : value;
   };
 
-  const listen = parseHostPort('TENANTRY_LISTEN', get('TENANTRY_LISTEN') ?? '127.0.0.1:8080');
-  const operatorListen = parseHostPort('TENANTRY_OPERATOR_LISTEN', get('TENANTRY_OPERATOR_LISTEN') ?? '127.0.0.1:8081');
+  const listen = parseHostPort('TENANTRY_LISTEN', get('TENANTRY_LISTEN') ?? fallbackOf('TENANTRY_LISTEN'));
+  const operatorListen = parseHostPort(
+    'TENANTRY_OPERATOR_LISTEN',
+    get('TENANTRY_OPERATOR_LISTEN') ?? fallbackOf('TENANTRY_OPERATOR_LISTEN'),
+  );
   if (listen.port !== 0 && listen.host === operatorListen.host && listen.port === operatorListen.port) {
     throw new ConfigError(
       'TENANTRY_OPERATOR_LISTEN',
@@ -71,7 +75,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     throw new ConfigError('TENANTRY_DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
   }
 
-  const dataDirRaw = get('TENANTRY_DATA_DIR') ?? './.tenantry';
+  const dataDirRaw = get('TENANTRY_DATA_DIR') ?? fallbackOf('TENANTRY_DATA_DIR');
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(dataDirRaw);
 
   const publicUrlRaw = get('TENANTRY_PUBLIC_URL') ?? `http://${formatHost(listen.host)}:${listen.port}`;
@@ -89,7 +93,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     throw new ConfigError('TENANTRY_OPERATOR_TOKEN', 'must be at least 24 characters');
   }
 
-  const platform = get('TENANTRY_PLATFORM') ?? 'sandbox';
+  const platform = get('TENANTRY_PLATFORM') ?? fallbackOf('TENANTRY_PLATFORM');
   if (platform !== 'sandbox' && platform !== 'kubernetes') {
     throw new ConfigError('TENANTRY_PLATFORM', `must be "sandbox" or "kubernetes", got "${platform}"`);
   }
@@ -128,7 +132,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     }
   }
 
-  const logLevel = get('TENANTRY_LOG_LEVEL') ?? 'info';
+  const logLevel = get('TENANTRY_LOG_LEVEL') ?? fallbackOf('TENANTRY_LOG_LEVEL');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
   }
@@ -142,23 +146,36 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     publicUrlConfigured: get('TENANTRY_PUBLIC_URL') !== undefined,
     operatorToken,
     platform,
-    sandboxDelayMs: parseInteger('TENANTRY_SANDBOX_DELAY_MS', get('TENANTRY_SANDBOX_DELAY_MS') ?? '3000', 0, 3_600_000),
+    sandboxDelayMs: parseInteger(
+      'TENANTRY_SANDBOX_DELAY_MS',
+      get('TENANTRY_SANDBOX_DELAY_MS') ?? fallbackOf('TENANTRY_SANDBOX_DELAY_MS'),
+      0,
+      3_600_000,
+    ),
     osImagesFile,
     webhookCaFile,
     webhookCa,
     logLevel: logLevel as Config['logLevel'],
-    trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? 'false'),
-    partnerCacheMs: parseInteger('TENANTRY_PARTNER_CACHE_MS', get('TENANTRY_PARTNER_CACHE_MS') ?? '2000', 0, 5000),
+    trustProxy: parseTrustProxy(get('TENANTRY_TRUST_PROXY') ?? fallbackOf('TENANTRY_TRUST_PROXY')),
+    partnerCacheMs: parseInteger(
+      'TENANTRY_PARTNER_CACHE_MS',
+      get('TENANTRY_PARTNER_CACHE_MS') ?? fallbackOf('TENANTRY_PARTNER_CACHE_MS'),
+      0,
+      5000,
+    ),
     secretKey: get('TENANTRY_SECRET_KEY'),
     secretKeyFile: get('TENANTRY_SECRET_KEY_FILE'),
-    fixPermissions: parseBoolean('TENANTRY_FIX_PERMISSIONS', get('TENANTRY_FIX_PERMISSIONS') ?? 'false'),
+    fixPermissions: parseBoolean('TENANTRY_FIX_PERMISSIONS', get('TENANTRY_FIX_PERMISSIONS') ?? fallbackOf('TENANTRY_FIX_PERMISSIONS')),
   };
 }
 
 function parseHostPort(variable: string, value: string): HostPort {
   const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(value);
-  const port = match ? Number(match[3]) : Number.NaN;
-  if (!match || port > 65535) throw new ConfigError(variable, `must be host:port (for example 127.0.0.1:8080), got "${value}"`);
+  if (!match) throw new ConfigError(variable, `must be host:port (for example 127.0.0.1:8080), got "${value}"`);
+  const port = Number(match[3]);
+  if (port > 65535) {
+    throw new ConfigError(variable, `port ${port} is out of range: use 1 to 65535 (or 0 for any free port), got "${value}"`);
+  }
   return { host: match[1] ?? match[2] ?? '', port };
 }
 

@@ -1,12 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../app/services.ts';
+import { validationError } from '../infra/errors/catalogue.ts';
 import { listOf } from '../infra/http/envelope.ts';
 import { requestTenant } from '../platform/tenant.ts';
-import { EventBody, ListEventsQuery } from './schemas.ts';
+import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
 
-/** CONTRACT §4, Events: every event body of the partner, newest first, kept 30 days. */
+/** CONTRACT §4, Events: every event body of the partner, newest first, kept 30 days; and the same events as a stream. */
 export const eventRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
-  const { events, options } = services;
+  const { events, eventStreams, auth, options } = services;
 
   app.get(
     '/events',
@@ -28,4 +29,53 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = as
       })),
     }),
   );
+
+  app.get(
+    '/events/stream',
+    {
+      config: { scope: 'customers:read' },
+      schema: {
+        operationId: 'streamEvents',
+        summary: 'Stream events as they happen (server-sent events; `tenantry listen` reads it)',
+        description:
+          'Each event is one server-sent event: `id` is the event id, `event` its name, `data` the event body exactly as a ' +
+          'webhook delivery carries it. A comment line arrives at least every 15 seconds. The stream ends when the token ' +
+          'expires or the server shuts down; reconnect with a fresh token and `Last-Event-ID` to continue where it ended. ' +
+          'Events are delivered at least once: a resume repeats the few seconds before `Last-Event-ID`, so deduplicate on ' +
+          '`id`. A test token sees test events only.',
+        headers: EventStreamHeaders,
+        response: { 200: EventStreamResponse },
+      },
+    },
+    async (request, reply) => {
+      const tenant = requestTenant(request, options.clock);
+      const authorization = request.headers.authorization;
+      // Checked here: the header schema documents it, and validation of mixed-case header names is not to be relied on.
+      const lastEventId = request.headers['last-event-id'];
+      if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !EVENT_ID.test(lastEventId))) {
+        throw validationError([{ in: 'header', field: 'last-event-id', message: 'must be the id of an event (dlv_ and 26 characters)' }]);
+      }
+      const stream = eventStreams.open({
+        partnerId: tenant.partnerId,
+        mode: tenant.mode,
+        lastEventId,
+        stillAllowed: async () => {
+          await auth.authenticate(authorization);
+        },
+      });
+      // The client went away (or the response ended): stop polling for it.
+      reply.raw.once('close', () => stream.destroy());
+      return (
+        reply
+          .header('content-type', 'text/event-stream; charset=utf-8')
+          .header('cache-control', 'no-store')
+          .header('x-accel-buffering', 'no')
+          // The document types the body as text; what is sent is that text, streamed.
+          .send(stream as unknown as string)
+      );
+    },
+  );
+
+  // Open streams end first on shutdown, so draining does not wait for them.
+  app.addHook('preClose', async () => eventStreams.closeAll());
 };

@@ -23,6 +23,29 @@ export const ListEventsQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** An event id as minted (`dlv_` and 26 base-32 characters). */
+export const EVENT_ID = /^dlv_[0-9a-z]{26}$/;
+
+/** `GET /events/stream`: where to continue. */
+export const EventStreamHeaders = Type.Object({
+  'Last-Event-ID': Type.Optional(
+    Type.String({
+      pattern: EVENT_ID.source,
+      description: 'The `id` of the last event received: the stream continues after it (the few seconds before it are repeated).',
+    }),
+  ),
+});
+
+/** The stream as the document describes it: a sequence of server-sent events whose `data` is an Event. */
+export const EventStreamResponse = {
+  description: 'A stream of server-sent events (`id`, `event`, `data`: the Event body as a webhook carries it).',
+  content: {
+    'text/event-stream': {
+      schema: Type.String({ description: 'Server-sent events; each `data` line is one Event, as JSON.' }),
+    },
+  },
+};
+
 type EventRow = Pick<EventsTable, 'id' | 'type' | 'created_at' | 'partner_id' | 'data'>;
 
 /** The event body of a recorded event; keys in the order of the spec's table. */

@@ -40,3 +40,31 @@ export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<
     .execute();
   return id;
 }
+
+const STREAM_COLUMNS = ['id', 'type', 'created_at', 'partner_id', 'data'] as const;
+
+/** The partner's events of one mode with ids above `afterId`, oldest first (the event stream's read). */
+export function eventsAfter(db: Db, query: { partnerId: string; mode: KeyMode; afterId: string; limit: number }) {
+  return db
+    .selectFrom('events')
+    .select(STREAM_COLUMNS)
+    .where('partner_id', '=', query.partnerId)
+    .where('mode', '=', query.mode)
+    .where('id', '>', query.afterId)
+    .orderBy('id', 'asc')
+    .limit(query.limit)
+    .execute();
+}
+
+/** The id of the partner's newest event of one mode: where a stream without `Last-Event-ID` starts. */
+export async function newestEventId(db: Db, partnerId: string, mode: KeyMode): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('events')
+    .select('id')
+    .where('partner_id', '=', partnerId)
+    .where('mode', '=', mode)
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row?.id;
+}

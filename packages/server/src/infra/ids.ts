@@ -50,6 +50,25 @@ export function newId(kind: IdKind, nowMs: number = Date.now()): string {
   return `${ID_PREFIXES[kind]}_${time}${random}`;
 }
 
+/** The creation time (ms) an id carries in its first 10 characters after the prefix. */
+export function idTimeMs(id: string): number {
+  const time = id.slice(id.indexOf('_') + 1, id.indexOf('_') + 11);
+  let ms = 0;
+  for (const char of time) ms = ms * 32 + CROCKFORD.indexOf(char);
+  return ms;
+}
+
+/** The smallest id of `kind` minted at `ms`: every id minted at or after `ms` sorts above it. */
+export function idFloor(kind: IdKind, ms: number): string {
+  let time = '';
+  let rest = Math.max(0, Math.floor(ms));
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD.charAt(rest % 32) + time;
+    rest = Math.floor(rest / 32);
+  }
+  return `${ID_PREFIXES[kind]}_${time}${'0'.repeat(RANDOM_CHARS)}`;
+}
+
 /** Random bytes from a pooled buffer: one system call per 256 ids on the request path. */
 const POOL_SIZE = 4096;
 let pool = randomBytes(POOL_SIZE);

@@ -91,6 +91,7 @@ export const OPERATION_ERRORS: Record<string, ErrorCode[]> = {
   testWebhook: ['NOT_FOUND', 'NOT_CONFIGURED'],
   listWebhookDeliveries: [],
   listEvents: [],
+  streamEvents: [],
   // The test helpers answer 404 to live tokens.
   testInjectFailure: ['NOT_FOUND'],
   testSetWorkloads: ['NOT_FOUND'],

@@ -88,6 +88,16 @@ export function isHostServiceAddress(address: string): boolean {
   return HOST_SERVICE_RANGES.some(([range, bits]) => ip.kind() === range.kind() && ip.match(range, bits));
 }
 
+/**
+ * What a partner can do about a refused private receiver: the operator's switch, and the certificate it
+ * then still needs. Said with every refusal, never with the address a name resolved to (a partner must
+ * not learn what names resolve to inside the network).
+ */
+export const PRIVATE_RECEIVER_HINT =
+  'for a receiver on a private network, the operator can allow private receivers for this partner ' +
+  '(tenantry partners update <partner-id> --allow-private-webhooks); it must still serve HTTPS with a ' +
+  "certificate from a public CA or from a CA the server trusts (the operator's TENANTRY_WEBHOOK_CA_FILE)";
+
 /** Names that always mean this machine (RFC 6761). */
 const isLocalhostName = (host: string) => /^(.*\.)?localhost$/i.test(host);
 
@@ -119,14 +129,17 @@ export class DestinationGuard {
 
   async check(url: URL, allowPrivate: boolean, timeoutMs = 5_000): Promise<Destination> {
     const host = bareHost(url);
+    // The hint is said whenever the partner is not allowed private receivers, whatever the cause, so
+    // its presence tells nothing about what a name resolved to.
+    const hint = allowPrivate ? '' : `; ${PRIVATE_RECEIVER_HINT}`;
     const refuse = (detail: string, transient = false): Destination => ({
       ok: false,
-      reason: `host ${host} does not resolve to a public address`,
+      reason: `host ${host} does not resolve to a public address${hint}`,
       detail,
       transient,
     });
     if (!allowPrivate && portOf(url) !== 443) {
-      const reason = `port ${portOf(url)} is not allowed: a receiver listens on port 443`;
+      const reason = `port ${portOf(url)} is not allowed: a receiver listens on port 443${hint}`;
       return { ok: false, reason, detail: reason, transient: false };
     }
     let addresses: string[];

@@ -21,6 +21,7 @@ for (const target of testDatabases()) {
         { method: 'POST', path: '/webhook/test', scope: 'customers:write' },
         { method: 'GET', path: '/webhook/deliveries', scope: 'customers:read' },
         { method: 'GET', path: '/events', scope: 'customers:read' },
+        { method: 'GET', path: '/events/stream', scope: 'customers:read' },
       ],
     );
   });

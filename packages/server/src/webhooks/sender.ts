@@ -98,7 +98,7 @@ export class WebhookSender {
         request.destroy();
       }, remainingMs);
       request.on('error', (error: NodeJS.ErrnoException) => {
-        settle({ delivered: false, status: null, error: `network error: ${error.code ?? error.message}`, retry: true });
+        settle({ delivered: false, status: null, error: networkError(error), retry: true });
       });
       request.end(delivery.body);
     });
@@ -115,4 +115,22 @@ function classify(status: number): AttemptResult {
   if (status >= 300 && status < 400) return { delivered: false, status, error: `redirect (${status}) not followed`, retry: true };
   if (status === 429 || status >= 500) return { delivered: false, status, error: `receiver answered ${status}`, retry: true };
   return { delivered: false, status, error: `receiver answered ${status}; not retried`, retry: false };
+}
+
+/** TLS failures that mean "the receiver's certificate is not trusted", which an operator setting can fix. */
+const UNTRUSTED_CERTIFICATE = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_UNTRUSTED',
+]);
+
+function networkError(error: NodeJS.ErrnoException): string {
+  const code = error.code ?? error.message;
+  if (UNTRUSTED_CERTIFICATE.has(code)) {
+    return `network error: ${code}: the receiver's certificate is not trusted; use one from a public CA, or ask the operator to trust your CA (TENANTRY_WEBHOOK_CA_FILE)`;
+  }
+  return `network error: ${code}`;
 }

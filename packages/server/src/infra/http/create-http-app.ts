@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, LogController } from 'fastify';
@@ -37,9 +38,13 @@ export function createHttpApp(
   } = {},
 ) {
   let closing = false;
+  // Requests in flight per connection. Node's closeIdleConnections() leaves a connection that was
+  // opened but never sent a request (HTTP clients open them ahead of need), so such a socket would hold
+  // a shutdown open until the headers timeout (60 s): those are closed here, in-flight ones drain.
+  const inFlight = new Map<Socket, number>();
   const { fastPath } = options;
   const app = Fastify({
-    ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing) } : {}),
+    ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing, inFlight) } : {}),
     loggerInstance: logger,
     // One line per request, written by the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
@@ -84,12 +89,21 @@ export function createHttpApp(
   app.addHook('onClose', async () => {
     closing = true;
   });
+  app.server.on('connection', (socket: Socket) => {
+    inFlight.set(socket, 0);
+    socket.once('close', () => inFlight.delete(socket));
+  });
   app.addHook('preClose', async () => {
     closing = true;
+    setImmediate(() => {
+      for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy();
+    });
   });
 
   // The hooks every request passes are callback-style: no promise per hook on the hot path.
   app.addHook('onRequest', (request, reply, done) => {
+    const socket = request.raw.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
     reply.header('x-request-id', request.id);
     if (!closing) return done();
     reply.header('connection', 'close');
@@ -104,6 +118,8 @@ export function createHttpApp(
   });
 
   app.addHook('onResponse', (request, reply, done) => {
+    const socket = request.raw.socket;
+    if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
     request.log.info(
       {
         api: name,
@@ -139,10 +155,25 @@ export function createHttpApp(
 }
 
 /** The HTTP server Fastify would make, with the fast path in front of Fastify's own handler. */
-function fastPathServer(fastPath: (request: IncomingMessage, response: ServerResponse) => boolean, closing: () => boolean) {
+function fastPathServer(
+  fastPath: (request: IncomingMessage, response: ServerResponse) => boolean,
+  closing: () => boolean,
+  inFlight: Map<Socket, number>,
+) {
   return (handler: (req: IncomingMessage, res: ServerResponse) => void, opts: FastifyServerOptions) => {
     const server = createServer((req, res) => {
-      if (closing() || !fastPath(req, res)) handler(req, res);
+      if (closing()) return handler(req, res);
+      // Counted like the framework's requests, so a shutdown does not cut a response still being written.
+      const socket = req.socket;
+      inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+      const done = () => {
+        if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
+      };
+      if (fastPath(req, res)) res.once('finish', done);
+      else {
+        done();
+        handler(req, res);
+      }
     });
     // What Fastify sets on a server it creates itself.
     server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;

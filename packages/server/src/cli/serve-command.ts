@@ -1,0 +1,61 @@
+import type { Command } from 'commander';
+import { type Config, ConfigError, loadConfig } from '../config/config.ts';
+import { SETTINGS, type Setting, settingsHelp } from '../config/settings.ts';
+import { CliError } from './operator-client.ts';
+
+/** `--database-url <url>` → `databaseUrl`, the key commander gives the flag's value. */
+const flagKey = (flag: string) => (flag.split(' ')[0] ?? '').replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+const FLAGGED = SETTINGS.filter((s: Setting) => s.flag !== undefined) as (Setting & { flag: string })[];
+
+export function registerServeCommand(program: Command): void {
+  const serve = program
+    .command('serve')
+    .description('serve the partner API, the operator API and background work')
+    .addHelpText('after', settingsHelp());
+  for (const setting of FLAGGED) serve.option(setting.flag, `${setting.description} (${setting.variable})`);
+  serve.action(async (flags: Record<string, string | boolean | undefined>) => {
+    // Everything this process writes (database files, tokens, keys) is for its owner only.
+    process.umask(0o077);
+    const flagValue = (setting: { flag: string }) => {
+      const value = flags[flagKey(setting.flag)];
+      return value === undefined ? undefined : String(value);
+    };
+    let config: Config;
+    try {
+      config = loadConfig(process.env, Object.fromEntries(FLAGGED.map((s) => [s.variable, flagValue(s)])));
+    } catch (error) {
+      if (error instanceof ConfigError) throw new CliError(`invalid configuration: ${error.message}`, 2);
+      throw error;
+    }
+    // Loaded on demand: the operator commands stay quick to start.
+    const { startServer } = await import('../app/server.ts');
+    const { EmbeddedDatabaseLockedError } = await import('../infra/db/embedded-lock.ts');
+    const starting = startServer(config).catch((error: unknown) => {
+      // A setting that does not work here (database unreachable, port in use, data directory open to
+      // others, another process on the embedded database): one line, as above.
+      if (error instanceof ConfigError) throw new CliError(`cannot start: ${error.message}`, 2);
+      if (error instanceof EmbeddedDatabaseLockedError) throw new CliError(`cannot start: ${error.message}`, 1);
+      throw error;
+    });
+    // Listening for signals before the server is up: a SIGTERM that arrives while it starts still
+    // drains and closes it (the embedded database's lock is released), rather than killing it.
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      process.stderr.write(`tenantry: ${signal} received, draining requests\n`);
+      starting
+        .then((server) => server.close())
+        .then(
+          () => process.exit(0),
+          (error: unknown) => {
+            process.stderr.write(`tenantry: shutdown failed: ${(error as Error).message}\n`);
+            process.exit(1);
+          },
+        );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    await starting;
+  });
+}

@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from './config.ts';
+import { SETTINGS, type Setting } from './settings.ts';
+
+const read = (relative: string) => readFileSync(fileURLToPath(new URL(relative, import.meta.url)), 'utf8');
+const variables = (SETTINGS as readonly Setting[]).map((s) => s.variable);
+
+test('every variable the configuration reads is in the settings table that serve --help prints', () => {
+  const source = read('./config.ts');
+  const read_ = [...new Set([...source.matchAll(/get\('(TENANTRY_[A-Z_]+)'\)/g)].map((m) => m[1]))];
+  assert.ok(read_.length >= 10);
+  assert.deepEqual(
+    read_.filter((v) => !variables.includes(v ?? '')),
+    [],
+    'read by loadConfig but missing from SETTINGS',
+  );
+  assert.deepEqual(
+    variables.filter((v) => !read_.includes(v)),
+    [],
+    'in SETTINGS but never read',
+  );
+});
+
+test('the defaults in the table are the ones loadConfig uses', () => {
+  const config = loadConfig({});
+  assert.equal(`${config.listen.host}:${config.listen.port}`, '127.0.0.1:8080');
+  assert.equal(`${config.operatorListen.host}:${config.operatorListen.port}`, '127.0.0.1:8081');
+  assert.equal(config.sandboxDelayMs, 3000);
+  assert.equal(config.partnerCacheMs, 2000);
+  assert.equal(config.logLevel, 'info');
+  assert.equal(config.trustProxy, false);
+  const byName = Object.fromEntries((SETTINGS as readonly Setting[]).map((s) => [s.variable, s.fallback]));
+  assert.deepEqual(
+    [byName.TENANTRY_LISTEN, byName.TENANTRY_OPERATOR_LISTEN, byName.TENANTRY_SANDBOX_DELAY_MS, byName.TENANTRY_LOG_LEVEL],
+    ['127.0.0.1:8080', '127.0.0.1:8081', '3000', 'info'],
+  );
+});
+
+test("the README's configuration table has a row for every setting", () => {
+  const readme = read('../../../../README.md');
+  for (const variable of variables) assert.match(readme, new RegExp(`^\\| \`${variable}\` \\|`, 'm'), `README lacks ${variable}`);
+});

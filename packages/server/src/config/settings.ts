@@ -1,0 +1,105 @@
+/**
+ * Every setting of `tenantry serve`, once: `loadConfig` takes its defaults from here, and
+ * `tenantry serve --help` prints this table, so the help cannot drift from what the server does.
+ */
+export interface Setting {
+  variable: string;
+  /** The `tenantry serve` flag that overrides the variable. */
+  flag?: string;
+  /** The value used when the variable is unset; absent when unset means "off" or something computed. */
+  fallback?: string;
+  /** How the default reads when it is not a literal value. */
+  defaultText?: string;
+  description: string;
+}
+
+export const SETTINGS = [
+  {
+    variable: 'TENANTRY_DATABASE_URL',
+    flag: '--database-url <url>',
+    defaultText: 'unset: embedded PostgreSQL (PGlite) in TENANTRY_DATA_DIR/db',
+    description: 'postgres:// URL of a PostgreSQL server; several tenantry serve processes may share it',
+  },
+  {
+    variable: 'TENANTRY_DATA_DIR',
+    flag: '--data-dir <dir>',
+    fallback: './.tenantry',
+    description: 'embedded database files, the generated operator token and secret key; owner-only, or start-up stops',
+  },
+  {
+    variable: 'TENANTRY_FIX_PERMISSIONS',
+    flag: '--fix-permissions',
+    fallback: 'false',
+    description: 'true: make an exposed data directory owner-only instead of refusing to start',
+  },
+  {
+    variable: 'TENANTRY_SECRET_KEY',
+    defaultText: 'unset: <data dir>/secret-key, generated on first start (0600)',
+    description:
+      'the key sealing secrets at rest: 64 hex characters (tenantry secret-key generate); comma-separated during a rotation, active first; the same for every process on one PostgreSQL',
+  },
+  {
+    variable: 'TENANTRY_SECRET_KEY_FILE',
+    defaultText: 'unset',
+    description: 'a file with the key(s), one per line (a mounted Secret), used when TENANTRY_SECRET_KEY is unset',
+  },
+  { variable: 'TENANTRY_LISTEN', flag: '--listen <host:port>', fallback: '127.0.0.1:8080', description: 'partner API address' },
+  {
+    variable: 'TENANTRY_OPERATOR_LISTEN',
+    flag: '--operator-listen <host:port>',
+    fallback: '127.0.0.1:8081',
+    description: 'operator API address; never the partner API address',
+  },
+  { variable: 'TENANTRY_PUBLIC_URL', defaultText: 'http://<TENANTRY_LISTEN>', description: 'the public base URL (console login links)' },
+  {
+    variable: 'TENANTRY_OPERATOR_TOKEN',
+    defaultText: 'generated on first start into <data dir>/operator-token (mode 0600)',
+    description: 'bearer token of the operator API; set it when several processes share a database',
+  },
+  { variable: 'TENANTRY_PLATFORM', fallback: 'sandbox', description: 'the platform driver (kubernetes is not in this build yet)' },
+  {
+    variable: 'TENANTRY_SANDBOX_DELAY_MS',
+    fallback: '3000',
+    description: "the sandbox's provisioning time; a new partner's credentials take a third of it",
+  },
+  {
+    variable: 'TENANTRY_OS_IMAGES_FILE',
+    defaultText: 'the bundled example; on the kubernetes platform, the images-configmap ConfigMap',
+    description: "the console's OS image catalogue (images.yaml); read every 30 s, a bad file keeps the last good one",
+  },
+  {
+    variable: 'TENANTRY_WEBHOOK_CA_FILE',
+    defaultText: 'unset',
+    description: 'PEM file of extra CAs trusted for webhook HTTPS (private receivers in labs and tests)',
+  },
+  { variable: 'TENANTRY_LOG_LEVEL', fallback: 'info', description: 'fatal, error, warn, info, debug, trace or silent' },
+  {
+    variable: 'TENANTRY_TRUST_PROXY',
+    fallback: 'false',
+    description: 'behind a load balancer: the proxy hops to trust (1), or the proxies addresses/CIDRs',
+  },
+  {
+    variable: 'TENANTRY_PARTNER_CACHE_MS',
+    fallback: '2000',
+    description: 'how long a process caches a partner record (0-5000): how late another process sees a suspension',
+  },
+] as const satisfies readonly Setting[];
+
+export type SettingName = (typeof SETTINGS)[number]['variable'];
+
+/** The value a setting takes when its variable is unset. */
+export function fallbackOf(variable: SettingName): string {
+  const setting: Setting | undefined = SETTINGS.find((s) => s.variable === variable);
+  if (setting?.fallback === undefined) throw new Error(`${variable} has no fallback value`);
+  return setting.fallback;
+}
+
+/** The settings as `tenantry serve --help` shows them: variable, flag, default, meaning. */
+export function settingsHelp(): string {
+  const lines = SETTINGS.map((s: Setting) => {
+    const flag = s.flag ? ` (${s.flag.split(' ')[0]})` : '';
+    const fallback = s.fallback ?? s.defaultText ?? 'unset';
+    return `  ${s.variable}${flag}\n      ${s.description}\n      default: ${fallback}`;
+  });
+  return `\nSettings (environment variables; a flag overrides its variable):\n${lines.join('\n')}\n`;
+}
