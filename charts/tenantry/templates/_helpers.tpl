@@ -128,7 +128,7 @@ packages/server/src/platform/kubernetes (kube.ts lists the kinds). No secrets, n
   verbs: [get, create, patch]
 - apiGroups: [kubevirt.io]
   resources: [virtualmachines]
-  verbs: [list, patch]
+  verbs: [get, list, create, patch]
 - apiGroups: [db.kube-dc.com]
   resources: [kdcdatabases]
   verbs: [list, patch]

@@ -1,4 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import autocannon from 'autocannon';
 import { openAppDatabase as openDatabase } from '../src/app/database.ts';
 import type { ServeProcess } from '../test/serve-process.ts';
 
@@ -35,4 +37,57 @@ export function openServerDatabase(env: Record<string, string>) {
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+export const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
+export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
+export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+
+export interface Result {
+  name: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  /** Server CPU time per request, microseconds: steadier than req/s on a shared machine. */
+  cpuUs: number;
+}
+
+/** CPU time (user + system) a process has used, in microseconds, from /proc. */
+function cpuTimeUs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1_000_000) / 100;
+}
+
+/** Runs a load ROUNDS times against the server process `pid` and keeps the median round by throughput. */
+export async function load(name: string, pid: number, options: autocannon.Options): Promise<Result> {
+  const rounds: Result[] = [];
+  for (let i = 0; i < ROUNDS; i++) rounds.push(await loadOnce(name, pid, options));
+  rounds.sort((a, b) => a.rps - b.rps);
+  return rounds[Math.floor(rounds.length / 2)] as Result;
+}
+
+async function loadOnce(name: string, pid: number, options: autocannon.Options): Promise<Result> {
+  // `warmup` (JIT and connection pools settle before sampling) is missing from autocannon's type definitions.
+  const warmup = { warmup: { connections: CONNECTIONS, duration: 2 } } as Partial<autocannon.Options>;
+  let cpuStart = cpuTimeUs(pid);
+  // The returned promise is also the run's event emitter (missing from the type definitions).
+  const instance = autocannon({ connections: CONNECTIONS, duration: DURATION_S, ...warmup, ...options }) as Promise<autocannon.Result> & {
+    on(event: 'start', listener: () => void): void;
+  };
+  // Count CPU from the end of the warm-up, when sampling starts.
+  instance.on('start', () => {
+    cpuStart = cpuTimeUs(pid);
+  });
+  const result = await instance;
+  const cpuUs = (cpuTimeUs(pid) - cpuStart) / Math.max(1, result.requests.total);
+  return {
+    cpuUs: Math.round(cpuUs),
+    name,
+    rps: Math.round(result.requests.average),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx + result.errors + result.timeouts,
+  };
 }

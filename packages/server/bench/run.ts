@@ -16,80 +16,39 @@
  *       partner (serialised by its capacity lock) and across 50 partners
  *   (i) sdk (bench/sdk.ts): what @tenantry/sdk adds on the caller's side to a
  *       GET /customers/{id}, against a bare fetch (PGlite)
+ *   (j) images (bench/os-images.ts): GET /api/create-vm/{ns}/os-images from the
+ *       cache against a bare node:http route answering the same bytes (goal: 0.8)
  *
- * BENCH_ONLY=api, webhooks, quotas or sdk runs one part.
+ * BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part.
  * The server runs in its own process (as `tenantry serve`); the load comes
  * from this one, over loopback. Set TENANTRY_BENCH_DATABASE_URL to choose the
  * PostgreSQL server (default: the local test database, skipped if unreachable).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { spawnServe } from '../test/serve-process.ts';
-import { OPERATOR_TOKEN, openServerDatabase, operator, partnerToken } from './common.ts';
+import {
+  CONNECTIONS,
+  DURATION_S,
+  load,
+  OPERATOR_TOKEN,
+  openServerDatabase,
+  operator,
+  partnerToken,
+  type Result,
+  ROUNDS,
+} from './common.ts';
+import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
 import { benchSdk } from './sdk.ts';
 import { benchWebhooks } from './webhooks.ts';
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const POSTGRES_URL = process.env.TENANTRY_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
-
-interface Result {
-  name: string;
-  rps: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  /** Server CPU time per request, microseconds: steadier than req/s on a shared machine. */
-  cpuUs: number;
-}
-
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-
-/** CPU time (user + system) a process has used, in microseconds, from /proc. */
-function cpuTimeUs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return (ticks * 1_000_000) / 100;
-}
-
-/** Runs a load ROUNDS times and keeps the median round by throughput. */
-async function load(name: string, pid: number, options: autocannon.Options): Promise<Result> {
-  const rounds: Result[] = [];
-  for (let i = 0; i < ROUNDS; i++) rounds.push(await loadOnce(name, pid, options));
-  rounds.sort((a, b) => a.rps - b.rps);
-  return rounds[Math.floor(rounds.length / 2)] as Result;
-}
-
-async function loadOnce(name: string, pid: number, options: autocannon.Options): Promise<Result> {
-  // `warmup` (JIT and connection pools settle before sampling) is missing from autocannon's type definitions.
-  const warmup = { warmup: { connections: CONNECTIONS, duration: 2 } } as Partial<autocannon.Options>;
-  let cpuStart = cpuTimeUs(pid);
-  // The returned promise is also the run's event emitter (missing from the type definitions).
-  const instance = autocannon({ connections: CONNECTIONS, duration: DURATION_S, ...warmup, ...options }) as Promise<autocannon.Result> & {
-    on(event: 'start', listener: () => void): void;
-  };
-  // Count CPU from the end of the warm-up, when sampling starts.
-  instance.on('start', () => {
-    cpuStart = cpuTimeUs(pid);
-  });
-  const result = await instance;
-  const cpuUs = (cpuTimeUs(pid) - cpuStart) / Math.max(1, result.requests.total);
-  return {
-    cpuUs: Math.round(cpuUs),
-    name,
-    rps: Math.round(result.requests.average),
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    non2xx: result.non2xx + result.errors + result.timeouts,
-  };
-}
 
 interface Notes {
   lines: string[];
@@ -277,7 +236,7 @@ function print(results: Result[], baseline: Result): void {
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
-// BENCH_ONLY=api, webhooks, quotas or sdk runs one part; all by default.
+// BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part; all by default.
 const only = process.env.BENCH_ONLY;
 const baseline = await bare();
 const results: Result[] = [baseline];
@@ -310,6 +269,11 @@ if (only === undefined || only === 'webhooks') {
 }
 if (only === undefined || only === 'sdk') {
   notes.lines.push(...(await benchSdk('PGlite', embedded())));
+}
+if (only === undefined || only === 'images') {
+  const images = await benchImages('PGlite', embedded());
+  results.push(...images.results);
+  notes.lines.push(...images.notes);
 }
 print(results, baseline);
 const whoamiRatios = results

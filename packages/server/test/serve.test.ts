@@ -28,6 +28,10 @@ describe('tenantry serve', () => {
         /^tenantry: invalid configuration: TENANTRY_WEBHOOK_CA_FILE: holds no PEM certificate/,
       ],
       [
+        { TENANTRY_OS_IMAGES_FILE: '/nonexistent/images.yaml' },
+        /^tenantry: invalid configuration: TENANTRY_OS_IMAGES_FILE: cannot be read \(ENOENT\): \/nonexistent\/images.yaml/,
+      ],
+      [
         { TENANTRY_LISTEN: '127.0.0.1:9000', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:9000' },
         /TENANTRY_OPERATOR_LISTEN: must differ from TENANTRY_LISTEN/,
       ],

@@ -4,16 +4,20 @@ import { Type } from 'typebox';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import type { Db } from './database.ts';
 
-/** `/healthz`: the process is alive. `/readyz`: it can serve, which means its database answers. */
-export async function healthRoutes(app: FastifyInstance, opts: { db: Db }): Promise<void> {
+/**
+ * `/healthz`: the process is alive. `/readyz`: it can serve, which means its database answers; `details`
+ * reports what is degraded without making the process unready (the OS image catalogue).
+ */
+export async function healthRoutes(app: FastifyInstance, opts: { db: Db; details?: () => Record<string, unknown> }): Promise<void> {
   const Ok = Type.Object({ status: Type.Literal('ok') });
+  const Ready = Type.Object({ status: Type.Literal('ok'), details: Type.Optional(Type.Record(Type.String(), Type.Unknown())) });
   app.get('/healthz', { schema: { response: { 200: Ok } } }, async () => ({ status: 'ok' as const }));
-  app.get('/readyz', { schema: { response: { 200: Ok } } }, async () => {
+  app.get('/readyz', { schema: { response: { 200: Ready } } }, async () => {
     try {
       await sql`select 1`.execute(opts.db);
     } catch {
       throw new ApiError('UNAVAILABLE', 'The database does not answer.', { retryAfter: 5 });
     }
-    return { status: 'ok' as const };
+    return opts.details ? { status: 'ok' as const, details: opts.details() } : { status: 'ok' as const };
   });
 }

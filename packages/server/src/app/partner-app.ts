@@ -7,6 +7,8 @@ import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
 import { docsRoutes } from '../docs/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
+import { osImagesFastPath } from '../images/fast-path.ts';
+import { imageRoutes } from '../images/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
 import { registerOpenApi } from '../openapi/document.ts';
@@ -38,7 +40,8 @@ export const API_VERSION = '1.0.0';
  */
 export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
-  const app = createHttpApp(logger, 'partner-api', { trustProxy });
+  const fastPath = osImagesFastPath({ access: services.consoleSessions, images: services.images, logger, api: 'partner-api' });
+  const app = createHttpApp(logger, 'partner-api', { trustProxy, fastPath });
   // Before any route: the document is built from the routes as they are added.
   await registerOpenApi(app, { version: API_VERSION });
   const partnerRoutes: PartnerRoute[] = [];
@@ -50,10 +53,11 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
     }
   });
 
-  await app.register(healthRoutes, { db: database.db });
+  await app.register(healthRoutes, { db: database.db, details: () => ({ os_images: services.images.state() }) });
   // The API reference (/docs) and a landing page (/), for people with a browser.
   await app.register(docsRoutes, { documentUrl: `${PARTNER_API_PREFIX}/openapi.json` });
   await app.register(consoleRoutes, { services });
+  await app.register(imageRoutes, { services });
   await app.register(
     async (api) => {
       await api.register(authenticatePlugin, { auth: services.auth });

@@ -5,6 +5,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { EventStreamOptions } from '../events/stream.ts';
+import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 
@@ -141,8 +142,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
       livePlatform: options.livePlatform ?? (await kubernetesPlatform(config, logger)),
+      osImagesSource: await catalogueSourceFor(config),
       eventStreams: options.eventStreams,
     });
+    // The catalogue is read before serving (a read is bounded by its timeout), then every 30 s.
+    await services.images.refresh();
+    services.images.start();
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
     const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
@@ -169,6 +174,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       deleteExpiredKeys(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
       deleteExpiredOperations(database.db, now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
+      services.vms.deleteOrphanRecords().catch((err: unknown) => logger.warn({ err }, 'console VM records cleanup failed'));
       services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));
       try {
         database.secureFiles();
@@ -207,6 +213,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           await partnerWatcher?.stop();
           await services.engine.stop();
           await services.dispatcher.stop();
+          await services.images.stop();
           services.webhookSender.close();
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');

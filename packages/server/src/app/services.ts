@@ -6,10 +6,14 @@ import { AuthService } from '../auth/service.ts';
 import { QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
+import { ConsoleSessionCache } from '../console/session-cache.ts';
+import { ConsoleVmService } from '../console/vms.ts';
 import { CustomerService } from '../customers/service.ts';
 import { registerCustomerSteps } from '../customers/steps.ts';
 import { EventService } from '../events/service.ts';
 import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
+import { OsImageCatalogue } from '../images/catalogue.ts';
+import { bundledSource, type CatalogueSource } from '../images/sources.ts';
 import type { Clock } from '../infra/clock.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
@@ -59,6 +63,8 @@ export interface ServiceOptions {
   webhookResolver?: Resolver | undefined;
   /** The event stream's timing (tests poll faster). */
   eventStreams?: Partial<EventStreamOptions> | undefined;
+  /** Where the OS image catalogue is read (default: the bundled example). */
+  osImagesSource?: CatalogueSource | undefined;
 }
 
 /** Every module's service, wired once per process. Routes receive what they use from here. */
@@ -78,6 +84,11 @@ export interface Services {
   users: UserService;
   operations: OperationService;
   console: ConsoleService;
+  /** Console sessions for the OS image list (a short per-process cache) and the console's VMs. */
+  consoleSessions: ConsoleSessionCache;
+  vms: ConsoleVmService;
+  /** The OS image catalogue the VM form offers. */
+  images: OsImageCatalogue;
   testHelpers: TestHelperService;
   events: EventService;
   eventStreams: EventStreams;
@@ -145,6 +156,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   registerCustomerSteps(engine, stepDeps);
   registerProjectSteps(engine, { db, platform });
   engine.addSweep(() => users.reconcile());
+  const images = new OsImageCatalogue({ source: options.osImagesSource ?? bundledSource(), clock, logger: options.logger });
   return {
     options,
     cursors,
@@ -174,6 +186,9 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     users,
     operations: new OperationService({ db, cursors, customers, engine }),
     console: consoleAccess,
+    consoleSessions: new ConsoleSessionCache({ console: consoleAccess, clock, ttlMs: options.partnerCacheMs }),
+    vms: new ConsoleVmService({ db, clock, platform, images, partnerCache }),
+    images,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
     events: new EventService({ db, cursors }),
     eventStreams: new EventStreams({ db, logger: options.logger, options: options.eventStreams }),

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { registerImageCommands } from '../images/validate-command.ts';
 import { registerCapacityCommands } from './capacity-commands.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { registerListenCommands } from './listen-commands.ts';
@@ -29,6 +30,7 @@ registerProvisioningCommands(program);
 (await import('./endpoint-manager-command.ts')).registerEndpointManagerCommand(program);
 (await import('./bootstrap-commands.ts')).registerBootstrapCommands(program);
 registerListenCommands(program);
+registerImageCommands(program);
 
 program
   .command('audit')

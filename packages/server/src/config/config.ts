@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import {
   KubernetesConfigErrors,
@@ -149,6 +149,21 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     }
   }
 
+  // The file is read again every 30 s and may go bad later (the last good catalogue is then kept); a path
+  // that cannot be read at all at start-up is a configuration mistake.
+  const osImagesRaw = get('TENANTRY_OS_IMAGES_FILE');
+  const osImagesFile = osImagesRaw === undefined ? undefined : resolve(osImagesRaw);
+  if (osImagesFile !== undefined) {
+    try {
+      accessSync(osImagesFile, constants.R_OK);
+    } catch (error) {
+      throw new ConfigError(
+        'TENANTRY_OS_IMAGES_FILE',
+        `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'}): ${osImagesFile}`,
+      );
+    }
+  }
+
   const logLevel = get('TENANTRY_LOG_LEVEL') ?? fallbackOf('TENANTRY_LOG_LEVEL');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
@@ -177,7 +192,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
       0,
       60_000,
     ),
-    osImagesFile: get('TENANTRY_OS_IMAGES_FILE'),
+    osImagesFile,
     webhookCaFile,
     webhookCa,
     logLevel: logLevel as Config['logLevel'],

@@ -153,7 +153,11 @@ export const SETTINGS = [
     fallback: '0',
     description: "the sandbox's simulated network latency per platform call (to see a slow platform's effect)",
   },
-  { variable: 'TENANTRY_OS_IMAGES_FILE', defaultText: 'bundled example', description: 'images.yaml for the console' },
+  {
+    variable: 'TENANTRY_OS_IMAGES_FILE',
+    defaultText: 'the bundled example; on the kubernetes platform, the images-configmap ConfigMap',
+    description: "the console's OS image catalogue (images.yaml); read every 30 s, a bad file keeps the last good one",
+  },
   {
     variable: 'TENANTRY_WEBHOOK_CA_FILE',
     defaultText: 'unset',

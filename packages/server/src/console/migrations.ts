@@ -43,4 +43,22 @@ export const consoleMigrations: Record<string, Migration> = {
       await sql`alter table console_sessions add column csrf_token text not null`.execute(db);
     },
   },
+  '0031_console_vms': {
+    async up(db: Kysely<unknown>) {
+      // What the console's users asked for when they created VMs (the platform holds the VMs themselves).
+      await sql`
+        create table console_vms (
+          customer_uid text not null,
+          namespace text not null,
+          name text not null,
+          os_name text not null,
+          vcpu integer not null,
+          memory_gib integer not null,
+          storage_gib integer not null,
+          created_by text not null,
+          created_at timestamptz not null,
+          primary key (customer_uid, namespace, name)
+        )`.execute(db);
+    },
+  },
 };

@@ -1,40 +1,61 @@
+import { readFileSync } from 'node:fs';
+import { badge, escapeHtml, layout } from './page-html.ts';
+import { vmFormSection, vmTableSection } from './page-vms.ts';
 import type { ConsoleSession } from './service.ts';
+import type { FormErrors, VmRequest, VmView } from './vms.ts';
 
-const escapeHtml = (value: string) =>
-  value.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] ?? c);
+/** The console's stylesheet, served as a file: the console's Content-Security-Policy allows no inline style. */
+export const CONSOLE_CSS = readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8');
 
-function layout(title: string, body: string): string {
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)}</title>
-<link rel="stylesheet" href="/console/assets/console.css"></head><body>${body}</body></html>`;
+export interface ConsolePageView {
+  session: ConsoleSession;
+  vms: VmView[];
+  /** The project the form starts on (`?project=`), if it is one of the customer's. */
+  project: string | null;
+  /** A VM just created (`?created=`), announced once. */
+  created: string | null;
+  /** The posted form, shown again with its problems. */
+  form?: { values: Partial<VmRequest>; errors: FormErrors };
 }
 
-/** Served as a file: the console's Content-Security-Policy allows no inline style or script. */
-export const CONSOLE_CSS = `body{font:15px/1.5 system-ui,sans-serif;max-width:48rem;margin:2rem auto;padding:0 1rem;color:#1d2330}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.4rem .6rem;border-bottom:1px solid #dde}
-.muted{color:#667}
-`;
-
-/** The console's landing page: who is logged in, for which customer, and its projects. */
-export function consolePage({ customer, user, projects }: ConsoleSession): string {
+/** The console: the customer, its projects, its VMs and the form that creates one. */
+export function consolePage(view: ConsolePageView): string {
+  const { customer, user, projects } = view.session;
+  const name = [user.first_name, user.last_name].filter(Boolean).join(' ') || user.username;
+  const title = customer.display_name ?? customer.id;
+  const vmCount = (namespace: string, project: string) =>
+    view.vms.filter((vm) => vm.project === project || vm.project === namespace).length;
   const rows = projects
     .map(
       (p) =>
-        `<tr><td>${escapeHtml(p.name)}</td><td>${escapeHtml(p.state)}</td><td>${escapeHtml(p.namespace)}</td><td>${escapeHtml(p.cidr ?? '')}</td></tr>`,
+        `<tr><td><strong>${escapeHtml(p.name)}</strong></td><td>${badge(p.state)}</td><td><code>${escapeHtml(p.namespace)}</code></td>` +
+        `<td>${escapeHtml(p.cidr ?? '—')}</td><td class="num">${vmCount(p.namespace, p.name)}</td></tr>`,
     )
     .join('');
-  const name = [user.first_name, user.last_name].filter(Boolean).join(' ') || user.username;
+  const notice = view.created
+    ? `<p class="notice" role="status">VM <strong>${escapeHtml(view.created)}</strong> was created and is starting.</p>`
+    : '';
   return layout(
-    `Console: ${customer.display_name ?? customer.id}`,
-    `<h1>${escapeHtml(customer.display_name ?? customer.id)}</h1>
-<p>Signed in as <strong>${escapeHtml(name)}</strong> <span class="muted">(${escapeHtml(user.username)}, ${escapeHtml(user.email)}, ${escapeHtml(user.role)})</span>
- to customer <strong>${escapeHtml(customer.id)}</strong>.</p>
-<h2>Projects</h2>
-<table><thead><tr><th>Project</th><th>State</th><th>Namespace</th><th>Address range</th></tr></thead><tbody>${rows || '<tr><td colspan="4" class="muted">No projects.</td></tr>'}</tbody></table>`,
+    `${title}: Tenantry console`,
+    `<header class="bar"><span class="brand">Tenantry console</span>
+<span class="who">Signed in as <strong>${escapeHtml(name)}</strong> <span class="muted">${escapeHtml(user.username)} · ${escapeHtml(user.email)} · ${escapeHtml(user.role)}</span></span></header>
+<main>
+<section class="intro"><h1>${escapeHtml(title)}</h1>
+<p class="muted">Customer <strong>${escapeHtml(customer.id)}</strong> · ${badge(customer.status)} · plan ${escapeHtml(customer.plan_id)}</p></section>
+${notice}
+<section class="card"><h2>Projects</h2>
+<table><thead><tr><th>Project</th><th>State</th><th>Namespace</th><th>Address range</th><th class="num">VMs</th></tr></thead>
+<tbody>${rows || '<tr><td colspan="5" class="muted">No projects.</td></tr>'}</tbody></table></section>
+${vmTableSection(view.vms)}
+${vmFormSection(view)}
+</main>`,
+    { script: true },
   );
 }
 
 export function consoleErrorPage(title: string, message: string): string {
-  return layout(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>`);
+  return layout(
+    title,
+    `<main class="narrow"><section class="card"><h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p></section></main>`,
+  );
 }

@@ -2,8 +2,9 @@ import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
-import { CONSOLE_CSS, consoleErrorPage, consolePage } from './page.ts';
+import { CONSOLE_CSS, consoleErrorPage } from './page.ts';
 import { CONSOLE_COOKIE } from './service.ts';
+import { ConsoleQuery, consoleVmRoutes, renderConsole } from './vm-routes.ts';
 
 /**
  * The console (CONTRACT §7), served beside the partner API on the same
@@ -57,10 +58,13 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
     },
   );
 
-  app.get('/console', async (request, reply) => {
+  app.get('/console', { schema: { querystring: ConsoleQuery } }, async (request, reply) => {
     const session = await consoleService.session(request.cookies[CONSOLE_COOKIE]);
     reply.type('text/html; charset=utf-8').header('cache-control', 'no-store');
     if (!session) return reply.code(401).send(consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
-    return reply.send(consolePage(session));
+    return renderConsole(services, reply, session, { project: request.query.project, created: request.query.created });
   });
+
+  // The VM form: its script and its POST (issue 15).
+  await app.register(consoleVmRoutes, { services });
 };

@@ -23,8 +23,22 @@ export interface ConsoleSessionsTable {
   created_at: Date;
 }
 
+/** The console's record of the VMs its users created: what the form asked for, by whom (the platform says what exists). */
+export interface ConsoleVmsTable {
+  customer_uid: string;
+  namespace: string;
+  name: string;
+  os_name: string;
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
+  created_by: string;
+  created_at: Date;
+}
+
 /** The tables this module owns, as the composition root merges them into the database type. */
 export interface ConsoleTables {
   console_logins: ConsoleLoginsTable;
   console_sessions: ConsoleSessionsTable;
+  console_vms: ConsoleVmsTable;
 }

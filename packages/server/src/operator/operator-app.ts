@@ -13,7 +13,7 @@ export const OPERATOR_API_PREFIX = '/api/operator/v1';
 /** The operator API: its own listener, its own token, never served with the partner API. */
 export async function buildOperatorApp(services: Services, logger: Logger, operatorToken: string) {
   const app = createHttpApp(logger, 'operator-api');
-  await app.register(healthRoutes, { db: services.options.database.db });
+  await app.register(healthRoutes, { db: services.options.database.db, details: () => ({ os_images: services.images.state() }) });
   await app.register(
     async (api) => {
       await api.register(operatorAuthPlugin, { token: operatorToken });

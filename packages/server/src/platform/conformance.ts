@@ -151,6 +151,35 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
       assert.equal(workloadsRunning(started), 3, 'what the stop stopped runs again');
     });
 
+    test('a VM from an image: made once (a repeat is done), another of its name refused, listed, and refused past the quota', async () => {
+      const { org, project } = await readyOrganization();
+      const image = {
+        osName: 'Ubuntu 24.04 LTS',
+        url: 'https://images.example/ubuntu-24.04.img',
+        cloudUser: 'ubuntu',
+        firmware: 'bios' as const,
+        machineType: 'q35',
+        features: ['acpi'],
+        cloudInit: '#cloud-config\n',
+        bootOrder: ['disk'],
+        additionalDisks: null,
+      };
+      const quota = { customer: { vcpu: 4, memory_gib: 8, storage_gib: 100 }, project: { vcpu: 3 } };
+      const vm = { ...org, namespace: project.namespace, name: 'web-1', vcpu: 2, memoryGib: 4, storageGib: 20, image, quota };
+      assert.deepEqual(await h.platform.createVm(ctx(), vm), { state: 'done' });
+      assert.deepEqual(await h.platform.createVm(ctx(), vm), { state: 'done' }, 'the same VM asked again');
+      const other = await h.platform.createVm(ctx(), { ...vm, vcpu: 1 });
+      assert.equal(other.state === 'refused' && other.code, 'ALREADY_EXISTS');
+      const listed = await h.platform.listWorkloads(ctx(), org);
+      assert.deepEqual(listed.vms, [`${project.namespace}/web-1`], 'listed once, by namespace and name');
+      const overCap = await h.platform.createVm(ctx(), { ...vm, name: 'web-2' });
+      assert.equal(overCap.state === 'refused' && overCap.code, 'QUOTA_EXCEEDED', "2 + 2 vCPU is past the project's cap of 3");
+      const fits = await h.platform.createVm(ctx(), { ...vm, name: 'web-3', vcpu: 1 });
+      assert.deepEqual(fits, { state: 'done' }, 'what fits is made');
+      const overQuota = await h.platform.createVm(ctx(), { ...vm, name: 'web-4', vcpu: 1, memoryGib: 1, storageGib: 70 });
+      assert.equal(overQuota.state === 'refused' && overQuota.code, 'QUOTA_EXCEEDED', "40 + 70 GiB is past the customer's 100");
+    });
+
     test('usage: nothing for an organization without workloads; resource-hours while they run, bounded by the window and by deletion', async () => {
       const { org: idle } = await readyOrganization();
       const { org: busy } = await readyOrganization();

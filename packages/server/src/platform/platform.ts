@@ -47,6 +47,16 @@ export interface Platform {
   /** Starts what a suspension stopped (resume). */
   startWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads>;
 
+  /**
+   * Creates a VM in a project's namespace from an OS image (the console's form), answering at once (a
+   * request waits for it). Idempotent: the same VM asked again is `done`; another VM of that name is
+   * `refused` with `ALREADY_EXISTS`. From then on it is one of the customer's workloads, named
+   * `<namespace>/<name>` by listWorkloads. A VM that does not fit the quota is `refused` with
+   * `QUOTA_EXCEEDED`, as a namespace's resource quota refuses it on a cluster. Throws
+   * PlatformUnavailableError when the platform cannot answer now.
+   */
+  createVm(ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation>;
+
   /** GPUs the customer's running workloads hold, per profile; undefined when the platform cannot tell now. */
   gpuUsage(ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined>;
   /**
@@ -135,6 +145,38 @@ export type ConsoleLoginGrant =
   | { state: 'action_required'; actions: string[] }
   /** `url` when the identity provider minted the login itself; otherwise Tenantry mints its own link. */
   | { state: 'ready'; url?: string; expiresAt?: Date };
+
+/** A VM as the console asks for it: every image setting resolved (defaults applied: decision 139). */
+export interface PlatformVm extends OrganizationRef {
+  namespace: string;
+  name: string;
+  vcpu: number;
+  memoryGib: number;
+  storageGib: number;
+  image: {
+    osName: string;
+    url: string;
+    cloudUser: string;
+    firmware: 'bios' | 'efi';
+    machineType: string;
+    features: string[];
+    cloudInit: string | null;
+    bootOrder: string[];
+    additionalDisks: string | null;
+  };
+  /** What the customer's VMs may hold together, and this project's VMs (the project's cap, if any). */
+  quota: { customer: VmResources; project: Partial<VmResources> };
+}
+
+export type VmCreation =
+  | { state: 'done' }
+  | { state: 'refused'; code: 'ALREADY_EXISTS' | 'QUOTA_EXCEEDED' | `UPSTREAM_${number}`; message: string };
+
+export interface VmResources {
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
+}
 
 export interface Workloads {
   vms: string[];

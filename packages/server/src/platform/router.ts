@@ -23,6 +23,7 @@ const METHODS: Method[] = [
   'listWorkloads',
   'stopWorkloads',
   'startWorkloads',
+  'createVm',
   'gpuUsage',
   'usage',
   'prepareConsoleLogin',

@@ -139,6 +139,31 @@ describe('chart: the kubernetes platform driver RBAC', () => {
       spec: { engine: 'postgresql' },
     });
     await fx.settle();
+    const image = {
+      osName: 'Debian 12',
+      url: 'https://images.example/debian-12.qcow2',
+      cloudUser: 'debian',
+      firmware: 'efi' as const,
+      machineType: 'q35',
+      features: ['acpi', 'smm', 'tpm'],
+      cloudInit: '#cloud-config\n',
+      bootOrder: ['disk'],
+      additionalDisks: null,
+    };
+    const vmQuota = { customer: { vcpu: 8, memory_gib: 16, storage_gib: 100 }, project: {} };
+    assert.deepEqual(
+      await fx.platform.createVm(ctx, {
+        ...org,
+        namespace: project.namespace,
+        name: 'form',
+        vcpu: 1,
+        memoryGib: 1,
+        storageGib: 10,
+        image,
+        quota: vmQuota,
+      }),
+      { state: 'done' },
+    );
     await fx.platform.stopWorkloads(ctx, org);
     await fx.platform.startWorkloads(ctx, org);
     await fx.platform.prepareConsoleLogin(ctx, { ...org, username: 'own' });

@@ -1,7 +1,8 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
@@ -23,8 +24,27 @@ const ROUTABLE_METHODS: HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
  * everything (including unknown routes, wrong methods and a server that is
  * shutting down), and strict validators.
  */
-export function createHttpApp(logger: FastifyBaseLogger, name: string, options: { trustProxy?: false | number | string[] } = {}) {
+export function createHttpApp(
+  logger: FastifyBaseLogger,
+  name: string,
+  options: {
+    trustProxy?: false | number | string[];
+    /**
+     * Answers a request before the framework sees it, returning true when it did: for a hot read served
+     * from memory, whose framework route stays the authority for everything else (misses, errors).
+     * Never called while the server drains.
+     */
+    fastPath?: (request: IncomingMessage, response: ServerResponse) => boolean;
+  } = {},
+) {
+  let closing = false;
+  // Requests in flight per connection. Node's closeIdleConnections() leaves a connection that was
+  // opened but never sent a request (HTTP clients open them ahead of need), so such a socket would hold
+  // a shutdown open until the headers timeout (60 s): those are closed here, in-flight ones drain.
+  const inFlight = new Map<Socket, number>();
+  const { fastPath } = options;
   const app = Fastify({
+    ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing, inFlight) } : {}),
     loggerInstance: logger,
     // One line per request, written by the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
@@ -66,14 +86,9 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
     }
   });
 
-  let closing = false;
   app.addHook('onClose', async () => {
     closing = true;
   });
-  // Requests in flight per connection. Node's closeIdleConnections() leaves a connection that was
-  // opened but never sent a request (HTTP clients open them ahead of need), so such a socket would hold
-  // a shutdown open until the headers timeout (60 s): those are closed here, in-flight ones drain.
-  const inFlight = new Map<Socket, number>();
   app.server.on('connection', (socket: Socket) => {
     inFlight.set(socket, 0);
     socket.once('close', () => inFlight.delete(socket));
@@ -137,6 +152,35 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   });
 
   return app;
+}
+
+/** The HTTP server Fastify would make, with the fast path in front of Fastify's own handler. */
+function fastPathServer(
+  fastPath: (request: IncomingMessage, response: ServerResponse) => boolean,
+  closing: () => boolean,
+  inFlight: Map<Socket, number>,
+) {
+  return (handler: (req: IncomingMessage, res: ServerResponse) => void, opts: FastifyServerOptions) => {
+    const server = createServer((req, res) => {
+      if (closing()) return handler(req, res);
+      // Counted like the framework's requests, so a shutdown does not cut a response still being written.
+      const socket = req.socket;
+      inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+      const done = () => {
+        if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
+      };
+      if (fastPath(req, res)) res.once('finish', done);
+      else {
+        done();
+        handler(req, res);
+      }
+    });
+    // What Fastify sets on a server it creates itself.
+    server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;
+    server.requestTimeout = opts.requestTimeout ?? 0;
+    server.setTimeout(opts.connectionTimeout ?? 0);
+    return server;
+  };
 }
 
 /**

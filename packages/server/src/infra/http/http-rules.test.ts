@@ -150,7 +150,10 @@ for (const target of testDatabases()) {
     test('/healthz and /readyz answer on both listeners', async () => {
       for (const base of [server.partnerUrl, server.operatorUrl]) {
         assert.deepEqual((await http(base, 'GET', '/healthz')).body, { status: 'ok' });
-        assert.deepEqual((await http(base, 'GET', '/readyz')).body, { status: 'ok' });
+        const ready = await http<{ status: string; details: { os_images: { status: string; entries: number } } }>(base, 'GET', '/readyz');
+        assert.equal(ready.body.status, 'ok');
+        assert.equal(ready.body.details.os_images.status, 'ok', 'the bundled catalogue is read at start-up');
+        assert.ok(ready.body.details.os_images.entries > 0);
       }
     });
 

@@ -7,6 +7,7 @@ import type {
   OrganizationSpec,
   Platform,
   PlatformContext,
+  PlatformVm,
   Progress,
   ProjectRef,
   ProjectSpec,
@@ -15,6 +16,7 @@ import type {
   UsageTotals,
   UserRef,
   UserSpec,
+  VmCreation,
   Workloads,
 } from '../platform.ts';
 import type { KubernetesPlatformConfig } from './config.ts';
@@ -25,6 +27,7 @@ import { KubeClient } from './kube.ts';
 import * as organizations from './organizations.ts';
 import * as projects from './projects.ts';
 import { usage } from './usage.ts';
+import * as vms from './vms.ts';
 import * as workloads from './workloads.ts';
 
 /**
@@ -90,6 +93,10 @@ export class KubernetesPlatform implements Platform {
 
   usage(ctx: PlatformContext, customers: UsageSubject[], from: Date, to: Date): Promise<Map<string, UsageTotals> | undefined> {
     return usage(this.#d, ctx, customers, from, to);
+  }
+
+  createVm(ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation> {
+    return vms.createVm(this.#d, ctx, vm);
   }
 
   prepareConsoleLogin(ctx: PlatformContext, user: UserRef): Promise<ConsoleLoginGrant> {

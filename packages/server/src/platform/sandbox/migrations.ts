@@ -78,4 +78,22 @@ export const sandboxMigrations: Record<string, Migration> = {
       }
     },
   },
+  '0030_sandbox_vms': {
+    async up(db: Kysely<unknown>) {
+      // VMs made from the console's form: their size (usage and quota count it) and the image they boot.
+      await sql`
+        create table sandbox_vms (
+          platform_scope text not null,
+          organization text not null,
+          name text not null,
+          namespace text not null,
+          vcpu integer not null,
+          memory_gib integer not null,
+          storage_gib integer not null,
+          image jsonb not null,
+          created_at timestamptz not null,
+          primary key (platform_scope, organization, name)
+        )`.execute(db);
+    },
+  },
 };

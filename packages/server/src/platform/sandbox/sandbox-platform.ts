@@ -10,6 +10,7 @@ import {
   type OrganizationSpec,
   type Platform,
   type PlatformContext,
+  type PlatformVm,
   type Progress,
   type ProjectRef,
   type ProjectSpec,
@@ -18,8 +19,10 @@ import {
   type UsageTotals,
   type UserRef,
   type UserSpec,
+  type VmCreation,
   type Workloads,
 } from '../platform.ts';
+import { createSandboxVm, heldBy } from './sandbox-vms.ts';
 import type { SandboxObjectKind, SandboxScope, SandboxTables } from './tables.ts';
 
 export interface SandboxOptions {
@@ -39,9 +42,7 @@ const POOL_BASE = ipaddr.IPv4.parse('10.0.0.0').toByteArray();
 /** A provisioning step that never finishes (an injected PROVISIONING_TIMEOUT): the engine times it out. */
 const NEVER = new Date('9999-12-31T00:00:00Z');
 
-/** What one simulated VM and one simulated database hold while they run (usage accrues from them). */
-export const VM_SIZE = { vcpu: 2, memory_gib: 4, storage_gib: 20 } as const;
-export const DATABASE_SIZE = { vcpu: 1, memory_gib: 2, storage_gib: 10 } as const;
+export { DATABASE_SIZE, VM_SIZE } from './sandbox-vms.ts';
 
 /** A test-mode failure injected through `POST /test-helpers/failures`. */
 export interface FailureInjection {
@@ -132,6 +133,7 @@ export class SandboxPlatform implements Platform {
         .where('kind', '<>', 'organization')
         .execute();
       await trx.deleteFrom('sandbox_workloads').where('platform_scope', '=', scope).where('organization', '=', org.organization).execute();
+      await trx.deleteFrom('sandbox_vms').where('platform_scope', '=', scope).where('organization', '=', org.organization).execute();
       await accrue(trx, ctx, org.organization, NO_WORKLOADS);
     });
     return { state: 'done' };
@@ -314,6 +316,18 @@ export class SandboxPlatform implements Platform {
       await accrue(trx, ctx, org.organization, workloads);
     });
     return workloads;
+  }
+
+  async createVm(ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation> {
+    await this.#latency(ctx);
+    return createSandboxVm(
+      this.#db,
+      ctx,
+      scopeOf(ctx),
+      vm,
+      (trx) => readWorkloads(trx, ctx, vm.organization),
+      (trx, workloads) => accrue(trx, ctx, vm.organization, workloads),
+    );
   }
 
   async gpuUsage(ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined> {
@@ -509,12 +523,9 @@ async function accrue(db: Kysely<SandboxTables>, ctx: PlatformContext, organizat
     .where('ended_at', 'is', null)
     .execute();
   if (!workloads.running) return;
-  const { vms, databases, gpus } = workloads;
-  const held = {
-    vcpu: vms.length * VM_SIZE.vcpu + databases.length * DATABASE_SIZE.vcpu,
-    memory_gib: vms.length * VM_SIZE.memory_gib + databases.length * DATABASE_SIZE.memory_gib,
-    storage_gib: vms.length * VM_SIZE.storage_gib + databases.length * DATABASE_SIZE.storage_gib,
-  };
+  const { gpus } = workloads;
+  // Each VM at its own size (VM_SIZE when it was not made with one), DATABASE_SIZE per database.
+  const held = await heldBy(db, scope, organization, workloads);
   if (held.vcpu === 0 && Object.values(gpus).every((n) => n === 0)) return;
   await db
     .insertInto('sandbox_usage')

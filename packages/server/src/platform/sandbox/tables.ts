@@ -62,6 +62,20 @@ export interface SandboxFailuresTable {
   created_at: Date;
 }
 
+/** VMs made from the console's form: their size (usage and quota count it) and the image they boot. */
+export interface SandboxVmsTable {
+  platform_scope: SandboxScope;
+  organization: string;
+  /** `<namespace>/<name>`, as in `sandbox_workloads.vms`. */
+  name: string;
+  namespace: string;
+  vcpu: number;
+  memory_gib: number;
+  storage_gib: number;
+  image: unknown;
+  created_at: Date;
+}
+
 /** The tables this module owns, as the composition root merges them into the database type. */
 export interface SandboxTables {
   sandbox_objects: SandboxObjectsTable;
@@ -69,4 +83,5 @@ export interface SandboxTables {
   sandbox_workloads: SandboxWorkloadsTable;
   sandbox_failures: SandboxFailuresTable;
   sandbox_usage: SandboxUsageTable;
+  sandbox_vms: SandboxVmsTable;
 }

@@ -1,0 +1,82 @@
+/**
+ * (j) images: `GET /api/create-vm/{namespace}/os-images` from the cache (the console's hot read: a
+ * session cookie, the namespace's owner, the catalogue's pre-serialised bytes, one log line) against a
+ * bare node:http route answering the same bytes, in the same run. Goal: at least 0.8 of the bare route.
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { spawnServe } from '../test/serve-process.ts';
+import { load, OPERATOR_TOKEN, operator, partnerToken, type Result } from './common.ts';
+
+async function bareNode(): Promise<{ url: string; pid: number; stop(): void }> {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-node-server.ts', import.meta.url))], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve) => {
+    child.stdout.on('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString('utf8')).url as string));
+  });
+  return { url, pid: child.pid ?? 0, stop: () => child.kill('SIGTERM') };
+}
+
+/** A console session cookie of a customer's owner, as a browser gets it from a login link. */
+async function consoleSession(server: Awaited<ReturnType<typeof spawnServe>>): Promise<string> {
+  await operator(server, 'POST', '/partners', {
+    id: 'images-bench',
+    display_name: 'Images bench',
+    limits: { rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
+  });
+  const token = await partnerToken(server, String((await operator(server, 'POST', '/partners/images-bench/keys', {})).key));
+  const api = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${server.partnerUrl}/api/public/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+    return (await response.json()) as { data: Record<string, unknown> };
+  };
+  await api('POST', '/customers', { id: 'bench', owner: { username: 'owner', email: 'owner@bench.example' } });
+  for (;;) {
+    const customer = await api('GET', '/customers/bench');
+    if (customer.data.status === 'active') break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const login = await api('POST', '/customers/bench/users/owner/console-login');
+  const opened = await fetch(String(login.data.url), { redirect: 'manual' });
+  return (opened.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+}
+
+export async function benchImages(label: string, env: Record<string, string>): Promise<{ results: Result[]; notes: string[] }> {
+  const bare = await bareNode();
+  let baseline: Result;
+  try {
+    baseline = await load('(j) bare node:http route', bare.pid, { url: `${bare.url}/os-images` });
+  } finally {
+    bare.stop();
+  }
+  const measured: Result[] = [baseline];
+  const server = await spawnServe(
+    { ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '0' },
+    { keepOutput: false },
+  );
+  try {
+    const cookie = await consoleSession(server);
+    measured.push(
+      await load(`${label}: (j) GET os-images`, server.child.pid ?? 0, {
+        url: `${server.partnerUrl}/api/create-vm/bench-default/os-images`,
+        headers: { cookie },
+      }),
+    );
+  } finally {
+    await server.stop();
+  }
+  return {
+    results: measured,
+    notes: measured
+      .slice(1)
+      .map(
+        (images) =>
+          `${images.name} vs a bare node:http route: ${(images.rps / baseline.rps).toFixed(2)} by req/s (${images.rps} vs ${baseline.rps}), ` +
+          `${(baseline.cpuUs / images.cpuUs).toFixed(2)} by server CPU per request (${images.cpuUs} vs ${baseline.cpuUs} µs) (goal: at least 0.8)`,
+      ),
+  };
+}
