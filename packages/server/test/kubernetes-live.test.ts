@@ -40,6 +40,7 @@ for (const target of testDatabases()) {
           TENANTRY_IDP_URL: fx.config.identity.url,
           TENANTRY_IDP_CLIENT_ID: fx.config.identity.clientId,
           TENANTRY_IDP_CLIENT_SECRET_FILE: join(dir, 'idp-secret'),
+          TENANTRY_IDP_LOGIN_REDIRECT_URL: 'https://console.example.test/',
           TENANTRY_ADDRESS_POOL: '10.100.0.0/22',
         },
       });
@@ -98,6 +99,13 @@ for (const target of testDatabases()) {
       assert.ok(fx.kube?.tryGet(PROJECT[0], PROJECT[1], 'default', organization), 'the Project is on the cluster');
       assert.ok(fx.kube?.tryGet('v1', 'Namespace', project?.namespace ?? ''), "the Project's namespace exists");
       assert.equal(fx.keycloak?.user(organization, 'owner')?.email, 'owner@globex.example', 'the owner is in the realm');
+
+      // The one-time console login is minted by the identity provider (its magic link), not by Tenantry.
+      const login = await partnerApi<{ data: { url: string } }>(server, 'POST', '/customers/globex/users/owner/console-login', {
+        token: tokens.live,
+      });
+      assert.equal(login.status, 201, login.text);
+      assert.ok(login.body.data.url.startsWith(fx.config.identity.url), login.body.data.url);
 
       // Test mode is the sandbox: nothing of initech reaches the cluster.
       const test = await settle(

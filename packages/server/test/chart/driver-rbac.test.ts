@@ -13,7 +13,11 @@ const DRIVER = {
   },
   platformDriver: {
     kubernetes: {
-      identity: { url: 'https://login.example.com', clientSecret: { secretName: 'tenantry-idp' } },
+      identity: {
+        url: 'https://login.example.com',
+        clientSecret: { secretName: 'tenantry-idp' },
+        loginRedirectURL: 'https://console.example.com/',
+      },
       addressPool: '10.100.0.0/16',
       gpuProfiles: 'nvidia-a10=nvidia.com/GA102GL_A10',
     },
@@ -89,9 +93,18 @@ describe('chart: the kubernetes platform driver RBAC', () => {
     assert.match(missing.error ?? '', /platformDriver\.kubernetes\.addressPool is required/);
     const noSecret = template({
       ...DRIVER,
-      platformDriver: { kubernetes: { ...DRIVER.platformDriver.kubernetes, identity: { url: 'https://x' } } },
+      platformDriver: {
+        kubernetes: { ...DRIVER.platformDriver.kubernetes, identity: { url: 'https://x', loginRedirectURL: 'https://c/' } },
+      },
     });
     assert.match(noSecret.error ?? '', /identity\.clientSecret\.secretName is required/);
+    const noRedirect = template({
+      ...DRIVER,
+      platformDriver: {
+        kubernetes: { ...DRIVER.platformDriver.kubernetes, identity: { url: 'https://x', clientSecret: { secretName: 'idp' } } },
+      },
+    });
+    assert.match(noRedirect.error ?? '', /identity\.loginRedirectURL is required with identity\.login=action-token/);
   });
 
   test("every request of a customer's life is allowed by the rendered rules", async () => {
