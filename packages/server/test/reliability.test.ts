@@ -69,7 +69,14 @@ for (const target of targets) {
       const operator = (method: string, path: string, body?: unknown) =>
         http<{ data: Record<string, string> }>(server.operatorUrl, method, `${OPERATOR_API}${path}`, { token: OPERATOR_TOKEN, body });
       assert.equal(
-        (await operator('POST', '/partners', { id: 'survivor', display_name: 'Survivor', limits: { max_open_operations: 100 } })).status,
+        (
+          await operator('POST', '/partners', {
+            id: 'survivor',
+            display_name: 'Survivor',
+            // The polling below must not meet the default rate limit (429) on a slow machine.
+            limits: { max_open_operations: 100, rate_limit_per_minute: 100_000, rate_limit_burst: 10_000 },
+          })
+        ).status,
         201,
       );
       const key = (await operator('POST', '/partners/survivor/keys', {})).body.data.key ?? '';
@@ -103,6 +110,7 @@ for (const target of targets) {
 
       for (let i = 0; ; i++) {
         const open = await api<{ data: unknown[] }>('GET', '/customers?status=provisioning');
+        assert.equal(open.status, 200, open.text);
         if (open.body.data.length === 0) break;
         assert.ok(i < 200, `customers still provisioning: ${open.text}`);
         await sleep(50);

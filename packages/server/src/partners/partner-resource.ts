@@ -1,4 +1,4 @@
-import { SCOPES } from '../auth/scopes.ts';
+import { SCOPES, type Scope } from '../auth/scopes.ts';
 import { PARTNER_DEFAULTS } from './schemas.ts';
 
 /** What a Kube-DC `Partner` resource (kube-dc.com/v1) says about a partner, in Tenantry's terms. */
@@ -7,7 +7,7 @@ export interface ManagedPartner {
   source: string;
   id: string;
   display_name: string;
-  scopes: string[];
+  scopes: Scope[];
   limits: {
     max_customers: number;
     max_projects_per_customer: number;

@@ -70,7 +70,7 @@ for (const target of testDatabases()) {
       });
       const applied = await until(
         () => partner('acme-cloud'),
-        (p) => p?.display_name === 'Acme Cloud',
+        (p) => p?.managed_by === 'partners/acme-cloud',
         'the partner',
       );
       assert.deepEqual(applied.scopes, ['customers:read', 'customers:write']);

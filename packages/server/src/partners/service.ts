@@ -217,8 +217,18 @@ export class PartnerService {
       try {
         await this.create(
           {
+            // Every managed setting at once: the partner never exists with defaults it was not given.
             id: desired.id,
             display_name: desired.display_name,
+            scopes: desired.scopes,
+            limits: {
+              max_customers: limits.max_customers,
+              max_projects_per_customer: limits.max_projects_per_customer,
+              max_open_operations: limits.max_open_operations,
+              rate_limit_per_minute: limits.rate_limit_per_minute,
+              rate_limit_burst: limits.rate_limit_burst,
+            },
+            ...(desired.plan_id !== undefined ? { defaults: { plan_id: desired.plan_id } } : {}),
             ...(desired.customer_prefix ? { customer_prefix: desired.customer_prefix } : {}),
           },
           who,
