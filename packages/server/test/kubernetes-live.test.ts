@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { assertError, partnerApi } from './client.ts';
+import { assertError, http, partnerApi } from './client.ts';
+import { consoleCookie, csrfFrom } from './console-session.ts';
 import { startTestServer, type TestServer, testDatabases } from './harness.ts';
 import { type KubernetesFixture, startKubernetesFixture } from './kubernetes-platform.ts';
 import { createCustomer, partnerWithModes, type Tokens } from './provisioning.ts';
@@ -29,6 +30,13 @@ for (const target of testDatabases()) {
 
     before(async () => {
       fx = await startKubernetesFixture();
+      // Kube-DC installs the OS image catalogue as a ConfigMap; Tenantry reads it in its own namespace.
+      fx.kube?.create({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'images-configmap', namespace: 'tenantry' },
+        data: { 'images.yaml': readFileSync(new URL('../src/images/default-images.yaml', import.meta.url), 'utf8') },
+      });
       dir = mkdtempSync(join(tmpdir(), 'tenantry-live-'));
       writeFileSync(join(dir, 'kubeconfig'), fx.kubeConfig.exportConfig(), { mode: 0o600 });
       writeFileSync(join(dir, 'idp-secret'), fx.config.identity.clientSecret, { mode: 0o600 });
@@ -40,7 +48,6 @@ for (const target of testDatabases()) {
           TENANTRY_IDP_URL: fx.config.identity.url,
           TENANTRY_IDP_CLIENT_ID: fx.config.identity.clientId,
           TENANTRY_IDP_CLIENT_SECRET_FILE: join(dir, 'idp-secret'),
-          TENANTRY_IDP_LOGIN_REDIRECT_URL: 'https://console.example.test/',
           TENANTRY_ADDRESS_POOL: '10.100.0.0/22',
         },
       });
@@ -100,12 +107,38 @@ for (const target of testDatabases()) {
       assert.ok(fx.kube?.tryGet('v1', 'Namespace', project?.namespace ?? ''), "the Project's namespace exists");
       assert.equal(fx.keycloak?.user(organization, 'owner')?.email, 'owner@globex.example', 'the owner is in the realm');
 
-      // The one-time console login is minted by the identity provider (its magic link), not by Tenantry.
-      const login = await partnerApi<{ data: { url: string } }>(server, 'POST', '/customers/globex/users/owner/console-login', {
-        token: tokens.live,
+      // The console login: Keycloak is asked whether alice may log in; the link is Tenantry's console, whose
+      // OS list and VM form work for the live customer, and the VM lands on the cluster.
+      const namespace = project?.namespace ?? '';
+      const { cookie } = await consoleCookie(server, tokens.live, 'globex', 'owner');
+      const images = await http<{ OS_NAME: string }[]>(server.partnerUrl, 'GET', `/api/create-vm/${namespace}/os-images`, {
+        headers: { cookie },
       });
-      assert.equal(login.status, 201, login.text);
-      assert.ok(login.body.data.url.startsWith(fx.config.identity.url), login.body.data.url);
+      assert.equal(images.status, 200, images.text);
+      const ubuntu = images.body.find((image) => image.OS_NAME.startsWith('Ubuntu'))?.OS_NAME ?? '';
+      const page = await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } });
+      const form = await fetch(`${server.partnerUrl}/console/vms`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', origin: new URL(server.partnerUrl).origin, cookie },
+        body: new URLSearchParams({
+          csrf: csrfFrom(page.text),
+          project: 'default',
+          name: 'web-1',
+          os: ubuntu,
+          vcpu: '1',
+          memory_gib: '2',
+          storage_gib: '20',
+        }),
+      });
+      const answer = await form.text();
+      assert.equal(form.status, 303, answer.match(/<[^>]*(?:error|alert)[^>]*>[^<]+/g)?.join(' | ') ?? answer);
+      const vm = fx.kube?.get(VM[0], VM[1], 'web-1', namespace);
+      const spec = vm?.spec as { dataVolumeTemplates: { spec: { source: { http: { url: string } } } }[] };
+      assert.match(spec.dataVolumeTemplates[0]?.spec.source.http.url ?? '', /^https:\/\/cloud-images\.ubuntu\.com\//);
+      assert.match((await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } })).text, /<strong>web-1<\/strong>/);
+      // The customer removes it again (with kubectl here): the rest of the suite starts from no VM.
+      fx.kube?.delete(VM[0], VM[1], 'web-1', namespace);
 
       // Test mode is the sandbox: nothing of initech reaches the cluster.
       const test = await settle(

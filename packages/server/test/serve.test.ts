@@ -56,13 +56,7 @@ describe('tenantry serve', () => {
         .trim()
         .split('\n')
         .map((line) => /^tenantry: invalid configuration: (TENANTRY_[A-Z_]+): /.exec(line)?.[1]),
-      [
-        'TENANTRY_KUBECONFIG',
-        'TENANTRY_IDP_URL',
-        'TENANTRY_IDP_CLIENT_SECRET_FILE',
-        'TENANTRY_IDP_LOGIN_REDIRECT_URL',
-        'TENANTRY_ADDRESS_POOL',
-      ],
+      ['TENANTRY_KUBECONFIG', 'TENANTRY_IDP_URL', 'TENANTRY_IDP_CLIENT_SECRET_FILE', 'TENANTRY_ADDRESS_POOL'],
     );
   });
 

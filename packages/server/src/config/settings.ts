@@ -95,14 +95,14 @@ export const SETTINGS = [
   },
   {
     variable: 'TENANTRY_IDP_LOGIN',
-    fallback: 'action-token',
+    fallback: 'console',
     description:
-      "kubernetes: how one-time console logins are minted: action-token (Keycloak's magic-link extension) or impersonation (logs in only the browser holding the admin session)",
+      "kubernetes: console logins: console (Tenantry's console, once the identity provider allows the user), action-token (Keycloak's magic-link extension, into Kube-DC's console) or impersonation (logs in only the browser holding the admin session)",
   },
   { variable: 'TENANTRY_IDP_LOGIN_CLIENT', fallback: 'kube-dc', description: 'kubernetes, action-token: the client the login is for' },
   {
     variable: 'TENANTRY_IDP_LOGIN_REDIRECT_URL',
-    defaultText: 'required with action-token (the default)',
+    defaultText: 'required with action-token',
     description: 'kubernetes, action-token: where the login lands (the console)',
   },
   { variable: 'TENANTRY_IDP_ADMIN_ROLE', fallback: 'org-admin', description: "kubernetes: the realm role of an organization's admins" },

@@ -109,26 +109,28 @@ describe('the images-configmap ConfigMap as the catalogue source', () => {
     assert.match(catalogue.state().problem ?? '', /no answer within 100 ms/);
   });
 
-  test('on the kubernetes platform without TENANTRY_OS_IMAGES_FILE, the server reads the ConfigMap of its kubeconfig', async () => {
+  test("on the kubernetes platform without TENANTRY_OS_IMAGES_FILE, the server reads the ConfigMap through the driver's kubeconfig and namespace", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'tenantry-kubeconfig-'));
-    const previous = process.env.KUBECONFIG;
     try {
-      process.env.KUBECONFIG = await kube.writeKubeconfig(join(dir, 'config'), 'tenantry');
+      const kubeconfig = await kube.writeKubeconfig(join(dir, 'config'), 'tenantry');
+      kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'tenantry-system' } });
       kube.create({
         ...configMap({ 'images.yaml': imagesYaml('Fedora 42') }),
-        metadata: { name: 'images-configmap', namespace: 'default' },
+        metadata: { name: 'images-configmap', namespace: 'tenantry-system' },
       });
-      // Outside a pod there is no service account namespace: `default`.
-      const source = await catalogueSourceFor({ osImagesFile: undefined, platform: 'kubernetes' });
-      assert.equal(source.description, 'configmap default/images-configmap');
+      // TENANTRY_KUBECONFIG and TENANTRY_KUBERNETES_NAMESPACE, as the driver uses them (not $KUBECONFIG).
+      const source = await catalogueSourceFor({
+        osImagesFile: undefined,
+        platform: 'kubernetes',
+        kubernetes: { kubeconfig, namespace: 'tenantry-system' },
+      });
+      assert.equal(source.description, 'configmap tenantry-system/images-configmap');
       const catalogue = new OsImageCatalogue({ source, clock: new ManualClock(), logger: pino({ level: 'silent' }) });
       await catalogue.refresh();
       assert.deepEqual(names(catalogue), ['Fedora 42']);
       const file = await catalogueSourceFor({ osImagesFile: '/etc/tenantry/images.yaml', platform: 'kubernetes' });
       assert.equal(file.description, 'file /etc/tenantry/images.yaml', 'a mounted file wins');
     } finally {
-      if (previous === undefined) delete process.env.KUBECONFIG;
-      else process.env.KUBECONFIG = previous;
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -8,6 +8,8 @@ import { bundledSource, type CatalogueSource, FileSource } from './sources.ts';
 export async function catalogueSourceFor(config: {
   osImagesFile: string | undefined;
   platform: 'sandbox' | 'kubernetes';
+  /** The kubernetes platform's cluster access: the same kubeconfig (or service account) and namespace as the driver. */
+  kubernetes?: { kubeconfig: string | undefined; namespace: string } | undefined;
 }): Promise<CatalogueSource> {
   if (config.osImagesFile) return new FileSource(config.osImagesFile);
   if (config.platform === 'kubernetes') {
@@ -15,8 +17,9 @@ export async function catalogueSourceFor(config: {
     const { KubeConfig } = await import('@kubernetes/client-node');
     const { ConfigMapSource } = await import('./configmap-source.ts');
     const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromDefault();
-    return ConfigMapSource.fromKubeConfig(kubeConfig);
+    if (config.kubernetes?.kubeconfig) kubeConfig.loadFromFile(config.kubernetes.kubeconfig);
+    else kubeConfig.loadFromCluster();
+    return ConfigMapSource.fromKubeConfig(kubeConfig, config.kubernetes?.namespace);
   }
   return bundledSource();
 }

@@ -101,7 +101,10 @@ describe('chart: the kubernetes platform driver RBAC', () => {
     const noRedirect = template({
       ...DRIVER,
       platformDriver: {
-        kubernetes: { ...DRIVER.platformDriver.kubernetes, identity: { url: 'https://x', clientSecret: { secretName: 'idp' } } },
+        kubernetes: {
+          ...DRIVER.platformDriver.kubernetes,
+          identity: { url: 'https://x', clientSecret: { secretName: 'idp' }, login: 'action-token' },
+        },
       },
     });
     assert.match(noRedirect.error ?? '', /identity\.loginRedirectURL is required with identity\.login=action-token/);

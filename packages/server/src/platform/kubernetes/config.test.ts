@@ -18,7 +18,6 @@ const valid = {
   TENANTRY_IDP_CLIENT_SECRET_FILE: secret,
   TENANTRY_ADDRESS_POOL: '10.100.0.0/16, 10.101.5.7/24',
   TENANTRY_GPU_PROFILES: 'nvidia-a10=nvidia.com/GA102GL_A10',
-  TENANTRY_IDP_LOGIN_REDIRECT_URL: 'https://console.example.com/',
 };
 const reader = (env: Record<string, string>) => (name: string) => env[name];
 
@@ -28,7 +27,7 @@ test('valid settings: defaults filled in, the secret read from its file, pools n
   assert.equal(config.identity.clientSecret, 's3cret');
   assert.deepEqual(
     [config.identity.adminRealm, config.identity.clientId, config.identity.login, config.identity.adminRole],
-    ['master', 'tenantry', 'action-token', 'org-admin'],
+    ['master', 'tenantry', 'console', 'org-admin'],
   );
   assert.deepEqual(config.addressPool, ['10.100.0.0/16', '10.101.5.0/24']);
   assert.deepEqual([config.projectPrefixLength, config.egressNetworkType, config.namespace], [24, 'cloud', 'tenantry']);
@@ -75,7 +74,7 @@ test('TENANTRY_PLATFORM=kubernetes: invalid settings stop start-up listing each;
       assert.ok(error instanceof ConfigError);
       assert.deepEqual(
         error.message.split('\n').map((line) => line.split(':')[0]),
-        ['TENANTRY_IDP_URL', 'TENANTRY_IDP_CLIENT_SECRET_FILE', 'TENANTRY_IDP_LOGIN_REDIRECT_URL', 'TENANTRY_ADDRESS_POOL'],
+        ['TENANTRY_IDP_URL', 'TENANTRY_IDP_CLIENT_SECRET_FILE', 'TENANTRY_ADDRESS_POOL'],
       );
       return true;
     },
@@ -83,5 +82,5 @@ test('TENANTRY_PLATFORM=kubernetes: invalid settings stop start-up listing each;
   const config = loadConfig({ TENANTRY_PLATFORM: 'kubernetes', ...valid });
   assert.equal(config.platform, 'kubernetes');
   assert.equal(config.kubernetes?.identity.url, 'https://login.example.com');
-  assert.equal(config.kubernetes?.identity.login, 'action-token');
+  assert.equal(config.kubernetes?.identity.login, 'console');
 });

@@ -34,8 +34,12 @@ export interface IdentityConfig {
   adminRealm: string;
   clientId: string;
   clientSecret: string;
-  /** How a one-time console login is minted: Keycloak impersonation, or an action token (magic-link extension). */
-  login: 'impersonation' | 'action-token';
+  /**
+   * How a one-time console login is minted: `console`, Tenantry's own console link once the identity
+   * provider says the user may log in (CONTRACT §7); `action-token` (magic-link extension) or
+   * `impersonation`, the identity provider's own link into Kube-DC's console.
+   */
+  login: 'console' | 'impersonation' | 'action-token';
   /** The client and redirect an action-token login lands on (the Kube-DC console). */
   loginClientId: string;
   loginRedirectUrl: string | undefined;
@@ -103,8 +107,8 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
     }
   }
   const login = value('TENANTRY_IDP_LOGIN', get('TENANTRY_IDP_LOGIN'));
-  if (login !== 'impersonation' && login !== 'action-token')
-    problem('TENANTRY_IDP_LOGIN', `must be "impersonation" or "action-token", got "${login}"`);
+  if (login !== 'console' && login !== 'impersonation' && login !== 'action-token')
+    problem('TENANTRY_IDP_LOGIN', `must be "console", "action-token" or "impersonation", got "${login}"`);
   const loginRedirectUrl = get('TENANTRY_IDP_LOGIN_REDIRECT_URL');
   if (login === 'action-token' && loginRedirectUrl === undefined)
     problem('TENANTRY_IDP_LOGIN_REDIRECT_URL', 'is required with TENANTRY_IDP_LOGIN=action-token: where the login lands (the console URL)');

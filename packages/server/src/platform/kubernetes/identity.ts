@@ -75,8 +75,9 @@ export function deleteUser(d: Driver, _ctx: PlatformContext, user: UserRef): Pro
 }
 
 /**
- * Whether the user can be logged in now (no pending required actions, enabled), and the one-time login
- * the identity provider mints for it: impersonation, or an action token (TENANTRY_IDP_LOGIN).
+ * Whether the user can be logged in now (no pending required actions, enabled), and the one-time login:
+ * Tenantry's own console link (`console`, no URL here), or one the identity provider mints into Kube-DC's
+ * console: an action token or impersonation (TENANTRY_IDP_LOGIN).
  */
 export function prepareConsoleLogin(d: Driver, ctx: PlatformContext, user: UserRef): Promise<ConsoleLoginGrant> {
   return orUnavailable('console login', async (): Promise<ConsoleLoginGrant> => {
@@ -85,6 +86,7 @@ export function prepareConsoleLogin(d: Driver, ctx: PlatformContext, user: UserR
     const actions = found.requiredActions ?? [];
     if (actions.length > 0) return { state: 'action_required', actions };
     if (found.enabled === false) return { state: 'action_required', actions: ['ACCOUNT_DISABLED'] };
+    if (d.config.identity.login === 'console') return { state: 'ready' };
     if (d.config.identity.login === 'action-token') {
       if (!found.email) return { state: 'action_required', actions: ['UPDATE_EMAIL'] };
       const url = await d.idp.actionTokenLink(user.organization, found.email, LOGIN_LIFETIME_S);
