@@ -93,6 +93,18 @@ describe('kubernetes platform: failure mapping', {
     }
   });
 
+  test('a cluster that takes the connection but does not answer: each call gives up after its deadline', async () => {
+    const slow = createKubernetesPlatform(fx.config, pino({ level: 'silent' }), fx.kubeConfig, { kubeTimeoutMs: 300 });
+    fx.kube?.faults.delay(5_000, { count: 50 });
+    try {
+      // Each answer would come after 5 s: the 300 ms deadline ends the look first, as "no answer".
+      assert.equal((await slow.ensureOrganization(ctx, fresh())).state, 'unavailable', 'a look ends as "no answer"');
+      await assert.rejects(slow.listWorkloads(ctx, { customerId: 'x', organization: 'x' }), { name: 'PlatformUnavailableError' });
+    } finally {
+      fx.kube?.faults.clear();
+    }
+  });
+
   test('a reconcile Kube-DC reports as failed is PROVISIONING_FAILED with its message; a missing organization is UPSTREAM_NOT_FOUND', async () => {
     const org = fresh();
     fx.controller?.fail('Organization', org.organization, org.organization, 'realm quota exceeded');

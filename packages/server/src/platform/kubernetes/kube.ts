@@ -1,4 +1,19 @@
-import { ApiException, type KubeConfig, type KubernetesObject, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
+import {
+  ApiException,
+  createConfiguration,
+  type KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+  PatchStrategy,
+  ServerConfiguration,
+} from '@kubernetes/client-node';
+
+/**
+ * How long one Kubernetes call may take. The client's own default (undici's) is 300 s: an API server that
+ * takes the connection and never answers would hold an operation's look (and, on the embedded database,
+ * the whole engine) for minutes. Past this a call is "no answer": the step is looked at again.
+ */
+export const KUBE_CALL_TIMEOUT_MS = 15_000;
 
 /** An object as the driver reads it: metadata plus whatever spec and status its kind has. */
 export interface KubeObject extends KubernetesObject {
@@ -33,6 +48,9 @@ export function kubeStatus(error: unknown): number | undefined {
 
 function isNetworkError(error: unknown): boolean {
   const code = (error as { code?: unknown; cause?: { code?: unknown } } | undefined)?.cause?.code ?? (error as { code?: unknown })?.code;
+  const name = (error as { name?: unknown; cause?: { name?: unknown } } | undefined)?.name;
+  // A call that ran out of time (our timeout aborts the fetch) is no answer too.
+  if (name === 'TimeoutError' || name === 'AbortError') return true;
   return typeof code === 'string' && /^(ECONN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EAI_AGAIN|ENOTFOUND|EPIPE|UND_ERR)/.test(code);
 }
 
@@ -85,8 +103,26 @@ function safeJson(text: string): unknown {
 export class KubeClient {
   readonly #api: KubernetesObjectApi;
 
-  constructor(kubeConfig: KubeConfig) {
-    this.#api = KubernetesObjectApi.makeApiClient(kubeConfig);
+  constructor(kubeConfig: KubeConfig, options: { timeoutMs?: number } = {}) {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig names no current cluster');
+    const timeoutMs = options.timeoutMs ?? KUBE_CALL_TIMEOUT_MS;
+    // What KubeConfig.makeApiClient builds, plus a deadline on every request.
+    this.#api = new KubernetesObjectApi(
+      createConfiguration({
+        baseServer: new ServerConfiguration(cluster.server, {}),
+        authMethods: { default: kubeConfig },
+        promiseMiddleware: [
+          {
+            pre: async (request) => {
+              request.setSignal(AbortSignal.timeout(timeoutMs));
+              return request;
+            },
+            post: async (response) => response,
+          },
+        ],
+      }),
+    );
   }
 
   /** The object, or undefined when it does not exist. */

@@ -117,9 +117,10 @@ export function createKubernetesPlatform(
   config: KubernetesPlatformConfig,
   logger: Logger,
   kubeConfig: KubeConfig = kubeConfigFor(config),
+  options: { kubeTimeoutMs?: number } = {},
 ): KubernetesPlatform {
   return new KubernetesPlatform({
-    kube: new KubeClient(kubeConfig),
+    kube: new KubeClient(kubeConfig, { timeoutMs: options.kubeTimeoutMs }),
     idp: new KeycloakAdmin(config.identity),
     config,
     logger: logger.child({ platform: 'kubernetes' }),
