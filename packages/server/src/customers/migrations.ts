@@ -70,4 +70,14 @@ export const customerMigrations: Record<string, Migration> = {
       await sql`create index customer_tombstones_list_idx on customer_tombstones (partner_id, mode, id, created_at)`.execute(db);
     },
   },
+  '0032_customers_quota_retry': {
+    async up(db: Kysely<unknown>) {
+      // A quota the platform refused is tried again with backoff, per revision (a new revision at once),
+      // so a few customers the platform keeps refusing cannot starve everyone else's quota changes.
+      await sql`alter table customers add column quota_retry_revision integer`.execute(db);
+      await sql`alter table customers add column quota_retry_at timestamptz`.execute(db);
+      await sql`alter table customers add column quota_retry_count integer not null default 0`.execute(db);
+      await sql`alter table customers add column quota_retry_problem text`.execute(db);
+    },
+  },
 };

@@ -126,6 +126,10 @@ export class CustomerService {
           quota_revision: 1,
           project_caps: {},
           quota_applied_revision: null,
+          quota_retry_revision: null,
+          quota_retry_at: null,
+          quota_retry_count: 0,
+          quota_retry_problem: null,
           held_at: null,
           hold_reason: null,
         };

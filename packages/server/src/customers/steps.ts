@@ -7,7 +7,7 @@ import { type FinalOutcome, fail, inOrder, type OperationEngine } from '../opera
 import type { OperationRow } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
-import type { Platform, PlatformContext } from '../platform/platform.ts';
+import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import { advanceProject, settleProject } from '../projects/steps.ts';
 import { findProject, lockProject } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
@@ -19,6 +19,7 @@ import {
   graceEnded,
   lockCustomerByUid,
   markQuotaApplied,
+  markQuotaRetry,
   quotaNotApplied,
   removeCustomer,
   setCustomerStatus,
@@ -142,20 +143,48 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
   engine.addSweep(async ({ partner }) => {
     // Quota changes reach the platform after their transaction; what did not (an outage, a crash) is applied here.
     if (partner) return 0;
-    const pending = await quotaNotApplied(db, 20);
+    const pending = await quotaNotApplied(db, deps.clock.now(), 20);
     for (const customer of pending) await applyQuota(deps, customer);
     return pending.length;
   });
 }
 
-/** Applies a customer's quota on the platform and records the revision it applied. */
+const QUOTA_RETRY_BASE_MS = 1_000;
+const QUOTA_RETRY_MAX_MS = 5 * 60_000;
+
+/**
+ * Applies a customer's quota on the platform and records the revision it applied. A revision the platform
+ * refuses (or cannot take now) is tried again with backoff, 1 s doubling to 5 min, so customers the platform
+ * keeps refusing never starve the others' changes; a log line says so on the first failure and at milestones.
+ */
 async function applyQuota(deps: Pick<CustomerStepDeps, 'db' | 'clock' | 'logger' | 'platform'>, customer: CustomerRow): Promise<void> {
-  const ctx: PlatformContext = { partnerId: customer.partner_id, mode: customer.mode, now: deps.clock.now() };
-  const progress = await deps.platform.applyQuota(ctx, organizationRef(customer), quotaSpec(customer)).catch((err: unknown) => {
-    deps.logger.warn({ err, customer: customer.uid }, 'applying a quota on the platform failed; it will be tried again');
-    return undefined;
-  });
-  if (progress?.state === 'done') await markQuotaApplied(deps.db, customer.uid, customer.quota_revision);
+  const now = deps.clock.now();
+  const ctx: PlatformContext = { partnerId: customer.partner_id, mode: customer.mode, now };
+  const progress = await deps.platform
+    .applyQuota(ctx, organizationRef(customer), quotaSpec(customer))
+    .catch((err: unknown): Progress => ({ state: 'unavailable', reason: (err as Error).message }));
+  if (progress.state === 'done') {
+    await markQuotaApplied(deps.db, customer.uid, customer.quota_revision);
+    return;
+  }
+  const sameRevision = customer.quota_retry_revision === customer.quota_revision;
+  const count = progress.state === 'in_progress' ? 0 : (sameRevision ? customer.quota_retry_count : 0) + 1;
+  const problem =
+    progress.state === 'failed'
+      ? `${progress.code}: ${progress.message}`
+      : progress.state === 'unavailable'
+        ? progress.reason
+        : 'in progress';
+  const waitMs =
+    progress.state === 'in_progress'
+      ? Math.max(0, progress.until.getTime() - now.getTime())
+      : Math.min(QUOTA_RETRY_MAX_MS, QUOTA_RETRY_BASE_MS * 2 ** Math.min(count - 1, 20));
+  await markQuotaRetry(deps.db, customer.uid, customer.quota_revision, new Date(now.getTime() + waitMs), count, problem);
+  if (count === 1 || (count > 0 && (count & (count - 1)) === 0 && count >= 8))
+    deps.logger.warn(
+      { customer: customer.uid, customer_id: customer.id, revision: customer.quota_revision, failures: count, problem },
+      'the platform did not take a quota; it will be tried again with backoff',
+    );
 }
 
 /** A grace period ended: the customer turns `deleting` and its teardown operation opens. */

@@ -145,13 +145,31 @@ export async function nextScheduledDeletion(db: Db, partner: { id: string; mode:
 }
 
 /** Customers whose quota the platform has not applied yet. */
-export async function quotaNotApplied(db: Db, limit: number): Promise<CustomerRow[]> {
+/** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
+export async function quotaNotApplied(db: Db, now: Date, limit: number): Promise<CustomerRow[]> {
   return db
     .selectFrom('customers')
     .selectAll()
     .where(sql<boolean>`quota_applied_revision is distinct from quota_revision`)
     .where('status', 'in', ['active', 'suspended', 'deletion_scheduled'])
+    .where((eb) =>
+      eb.or([
+        sql<boolean>`quota_retry_revision is distinct from quota_revision`,
+        eb('quota_retry_at', 'is', null),
+        eb('quota_retry_at', '<=', now),
+      ]),
+    )
+    .orderBy(sql`quota_retry_at nulls first`)
     .limit(limit)
+    .execute();
+}
+
+/** The platform did not take this revision: try again at `at` (the count and the reason say how it goes). */
+export async function markQuotaRetry(db: Db, uid: string, revision: number, at: Date, count: number, problem: string): Promise<void> {
+  await db
+    .updateTable('customers')
+    .set({ quota_retry_revision: revision, quota_retry_at: at, quota_retry_count: count, quota_retry_problem: problem.slice(0, 500) })
+    .where('uid', '=', uid)
     .execute();
 }
 
@@ -163,7 +181,13 @@ export async function markQuotaToReapply(db: Db, uid: string): Promise<void> {
 export async function markQuotaApplied(db: Db, uid: string, revision: number): Promise<void> {
   await db
     .updateTable('customers')
-    .set({ quota_applied_revision: revision })
+    .set({
+      quota_applied_revision: revision,
+      quota_retry_revision: null,
+      quota_retry_at: null,
+      quota_retry_count: 0,
+      quota_retry_problem: null,
+    })
     .where('uid', '=', uid)
     .where('quota_revision', '=', revision)
     .execute();

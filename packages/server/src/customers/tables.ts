@@ -41,6 +41,11 @@ export interface CustomersTable {
   project_caps: Record<string, PartialResources>;
   /** The quota revision the platform has applied (a sweep applies a newer one). */
   quota_applied_revision: number | null;
+  /** A refused quota's retry: the revision that failed, when to try it again, how often it failed and why. */
+  quota_retry_revision: number | null;
+  quota_retry_at: Date | null;
+  quota_retry_count: number;
+  quota_retry_problem: string | null;
   /** The operator's hold: while set, a partner's resume answers CONFLICT. */
   held_at: Date | null;
   hold_reason: string | null;
