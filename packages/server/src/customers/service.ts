@@ -18,7 +18,7 @@ import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
-import { insertProject } from '../projects/store.ts';
+import { findProjectByNamespace, insertProject } from '../projects/store.ts';
 import { insertUser } from '../users/store.ts';
 import { describeStatus, organizationRef, recordSuspended, requireActiveCustomer, startTeardown } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
@@ -26,6 +26,7 @@ import {
   type CustomerFilters,
   type CustomerRow,
   findCustomer,
+  findCustomerByOrganization,
   findCustomerByUid,
   findCustomerWithProjects,
   insertCustomer,
@@ -98,6 +99,7 @@ export class CustomerService {
           });
         }
         await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.retryAfterS);
+        await assertNamesFree(trx, tenant.scope, request, organization, namespace);
         const planId = request.plan_id ?? partner.default_plan_id;
         // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
         const quota = await allocateNewCustomer(trx, tenant, planId);
@@ -414,8 +416,49 @@ export class CustomerService {
       const constraint = uniqueViolation(error);
       if (constraint === undefined) throw error;
       // Names are the partner's own (prefixed on the platform): a clash is always with its own customer.
+      if (constraint === 'projects_scope_namespace_key') {
+        const project = request.project ?? 'default';
+        throw new ApiError(
+          'ALREADY_EXISTS',
+          `The namespace of project ${project} of customer ${request.id} is already taken by another of your projects.`,
+          {
+            details: { field: request.project ? 'project' : 'id', value: request.project ?? request.id },
+          },
+        );
+      }
       throw new ApiError('ALREADY_EXISTS', `Customer ${request.id} already exists.`, { details: { field: 'id', value: request.id } });
     }
+  }
+}
+
+/**
+ * Organizations and project namespaces are one name space on the platform (both are namespaces): customer
+ * `globex` with project `default` and customer `globex-default` would both be `<prefix>-globex-default`.
+ * Checked under the partner's lock, which every create of the partner holds (prefixes never clash across
+ * partners), so two creates cannot both pass.
+ */
+async function assertNamesFree(
+  trx: Db,
+  scope: string,
+  request: CreateCustomerRequest,
+  organization: string,
+  namespace: string,
+): Promise<void> {
+  const project = await findProjectByNamespace(trx, scope, organization);
+  if (project) {
+    throw new ApiError(
+      'ALREADY_EXISTS',
+      `The platform name ${organization} of customer ${request.id} is already the namespace of project ${project.name} of customer ${project.customer_id}; choose another id.`,
+      { details: { field: 'id', value: request.id, namespace: organization } },
+    );
+  }
+  const customer = await findCustomerByOrganization(trx, scope, namespace);
+  if (customer) {
+    throw new ApiError(
+      'ALREADY_EXISTS',
+      `The namespace ${namespace} of the first project is already the platform name of customer ${customer.id}; choose another id or project.`,
+      { details: { field: request.project ? 'project' : 'id', value: request.project ?? request.id, namespace } },
+    );
   }
 }
 

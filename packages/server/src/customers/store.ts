@@ -146,6 +146,11 @@ export async function nextScheduledDeletion(db: Db, partner: { id: string; mode:
 
 /** Customers whose quota the platform has not applied yet. */
 /** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
+/** The customer whose organization (its platform name) is `name` on this platform scope. */
+export async function findCustomerByOrganization(db: Db, scope: string, name: string): Promise<CustomerRow | undefined> {
+  return db.selectFrom('customers').selectAll().where('platform_scope', '=', scope).where('organization', '=', name).executeTakeFirst();
+}
+
 export async function quotaNotApplied(db: Db, now: Date, limit: number): Promise<CustomerRow[]> {
   return db
     .selectFrom('customers')

@@ -96,6 +96,37 @@ for (const target of testDatabases()) {
       assert.deepEqual({ max: limit.details?.max, current: limit.details?.current }, { max: 3, current: 3 });
     });
 
+    test('an organization and a project namespace never share a name: ALREADY_EXISTS names the other, nothing is written', async () => {
+      // globex's first project is proj-globex-default; a customer globex-default would be proj-globex-default too.
+      await activeCustomer(server, p.live, 'globex', { owner: { username: 'o', email: 'o@globex.example' } });
+      const customer = await partnerApi(server, 'POST', '/customers', {
+        token: p.live,
+        body: { id: 'globex-default', owner: { username: 'o', email: 'o@gd.example' } },
+      });
+      const refused = assertError(customer, 409, 'ALREADY_EXISTS');
+      assert.equal(refused.details?.field, 'id');
+      assert.match(refused.message, /project default of customer globex/);
+      assertError(await partnerApi(server, 'GET', '/customers/globex-default', { token: p.live }), 404, 'NOT_FOUND');
+      // The other way round: customer web-app exists (proj-web-app); customer web cannot name a project app.
+      await activeCustomer(server, p.live, 'web-app', { owner: { username: 'o', email: 'o@web-app.example' } });
+      await activeCustomer(server, p.live, 'web', { owner: { username: 'o', email: 'o@web.example' } });
+      const project = assertError(await create('web', 'app'), 409, 'ALREADY_EXISTS');
+      assert.equal(project.details?.namespace, 'proj-web-app');
+      assert.match(project.message, /customer web-app/);
+      // And a new customer whose first project would be an existing organization's name.
+      await activeCustomer(server, p.live, 'tool-box', { owner: { username: 'o', email: 'o@tool-box.example' } });
+      const first = assertError(
+        await partnerApi(server, 'POST', '/customers', {
+          token: p.live,
+          body: { id: 'tool', project: 'box', owner: { username: 'o', email: 'o@tool.example' } },
+        }),
+        409,
+        'ALREADY_EXISTS',
+      );
+      assert.deepEqual([first.details?.field, first.details?.namespace], ['project', 'proj-tool-box']);
+      assertError(await partnerApi(server, 'GET', '/customers/tool', { token: p.live }), 404, 'NOT_FOUND');
+    });
+
     test('two creations of one name at once: one 202, the other 409 ALREADY_EXISTS', async () => {
       await activeCustomer(server, p.live, 'racer', { owner: { username: 'o', email: 'o@racer.example' } });
       const results = await Promise.all([create('racer', 'same'), create('racer', 'same'), create('racer', 'same')]);

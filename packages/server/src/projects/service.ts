@@ -1,7 +1,7 @@
 import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
-import { lockCustomer } from '../customers/store.ts';
+import { findCustomerByOrganization, lockCustomer } from '../customers/store.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
@@ -75,6 +75,13 @@ export class ProjectService {
         }
         await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, customers.retryAfterS);
         if (await findProject(trx, customer.uid, name)) throw alreadyExists(customerId, name);
+        // Namespaces and organizations are one name space on the platform (see CustomerService.create).
+        const owner = await findCustomerByOrganization(trx, tenant.scope, namespace);
+        if (owner) {
+          throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already the platform name of customer ${owner.id}.`, {
+            details: { field: 'name', namespace },
+          });
+        }
         const row: ProjectRow = {
           uid: newId('project'),
           customer_uid: customer.uid,

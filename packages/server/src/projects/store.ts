@@ -12,6 +12,11 @@ export async function insertProject(trx: Db, row: ProjectRow): Promise<void> {
   await trx.insertInto('projects').values(row).execute();
 }
 
+/** The project whose namespace is `namespace` on this platform scope (names are one space with organizations'). */
+export async function findProjectByNamespace(db: Db, scope: string, namespace: string): Promise<ProjectRow | undefined> {
+  return db.selectFrom('projects').selectAll().where('platform_scope', '=', scope).where('namespace', '=', namespace).executeTakeFirst();
+}
+
 export async function findProject(db: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
   return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).where('name', '=', name).executeTakeFirst();
 }
