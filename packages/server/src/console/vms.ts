@@ -65,7 +65,7 @@ export class ConsoleVmService {
         vcpu: record?.vcpu ?? null,
         memory_gib: record?.memory_gib ?? null,
         storage_gib: record?.storage_gib ?? null,
-        running: workloads.running,
+        running: workloads.running && !(workloads.halted ?? []).includes(full),
         created_by: record?.created_by ?? null,
         created_at: record?.created_at ?? null,
       };

@@ -182,7 +182,10 @@ export interface Workloads {
   vms: string[];
   databases: string[];
   gpus: Record<string, number>;
+  /** Whether any of them runs (a suspension stops them all; the sandbox runs all or none). */
   running: boolean;
+  /** Those among `vms` and `databases` that do not run while others do (a VM halted before a suspension, say). */
+  halted?: string[];
 }
 
 export interface UsageSubject extends OrganizationRef {
@@ -216,5 +219,7 @@ export const NO_WORKLOADS: Workloads = { vms: [], databases: [], gpus: {}, runni
 
 /** The number of VMs and databases running: `workloads_running` in suspend and resume. */
 export function workloadsRunning(workloads: Workloads): number {
-  return workloads.running ? workloads.vms.length + workloads.databases.length : 0;
+  if (!workloads.running) return 0;
+  const halted = new Set(workloads.halted ?? []);
+  return [...workloads.vms, ...workloads.databases].filter((name) => !halted.has(name)).length;
 }

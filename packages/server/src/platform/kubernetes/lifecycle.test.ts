@@ -163,7 +163,9 @@ describe('kubernetes platform: a customer from creation to deletion', () => {
       databases: [`${project.namespace}/db`],
       gpus: { 'nvidia-a10': 1 },
       running: true,
+      halted: [`${project.namespace}/old`],
     });
+    assert.equal(workloadsRunning(listed), 2, 'the VM halted by its owner does not count as running');
     assert.deepEqual(await fx.platform.gpuUsage(ctx, org), { 'nvidia-a10': 1 });
     const stopped = await fx.platform.stopWorkloads(ctx, org);
     assert.equal(workloadsRunning(stopped), 0);
@@ -172,7 +174,7 @@ describe('kubernetes platform: a customer from creation to deletion', () => {
     assert.equal(kube.get('postgresql.cnpg.io/v1', 'Cluster', 'db', project.namespace).metadata.annotations?.['cnpg.io/hibernation'], 'on');
     assert.equal(workloadsRunning(await fx.platform.stopWorkloads(ctx, org)), 0, 'a repeated stop changes nothing');
     const started = await fx.platform.startWorkloads(ctx, org);
-    assert.equal(workloadsRunning(started), 3);
+    assert.equal(workloadsRunning(started), 2, 'what the suspension stopped runs again; the halted VM is not counted');
     assert.equal(
       (kube.get(...VM, 'old', project.namespace).spec as { runStrategy: string }).runStrategy,
       'Halted',

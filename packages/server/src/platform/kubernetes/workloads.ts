@@ -42,18 +42,27 @@ const qualified = (object: KubeObject) => `${object.metadata.namespace}/${object
 async function describe(d: Driver, found: Found): Promise<Workloads> {
   const gpus: Record<string, number> = {};
   const profileOf = Object.fromEntries(Object.entries(d.config.gpuProfiles).map(([profile, device]) => [device, profile]));
-  let running = false;
+  const halted: string[] = [];
   for (const vm of found.vms) {
-    if (!vmRuns(vm)) continue;
-    running = true;
+    if (!vmRuns(vm)) {
+      halted.push(qualified(vm));
+      continue;
+    }
     const template = (vm.spec?.template ?? {}) as { spec?: { domain?: { devices?: { gpus?: Array<{ deviceName?: string }> } } } };
     for (const gpu of template.spec?.domain?.devices?.gpus ?? []) {
       const profile = profileOf[gpu.deviceName ?? ''] ?? gpu.deviceName ?? 'unknown';
       gpus[profile] = (gpus[profile] ?? 0) + 1;
     }
   }
-  for (const db of found.databases) if (await databaseRuns(d, db)) running = true;
-  return { vms: found.vms.map(qualified), databases: found.databases.map(qualified), gpus, running };
+  for (const db of found.databases) if (!(await databaseRuns(d, db))) halted.push(qualified(db));
+  const all = found.vms.length + found.databases.length;
+  return {
+    vms: found.vms.map(qualified),
+    databases: found.databases.map(qualified),
+    gpus,
+    running: halted.length < all,
+    halted,
+  };
 }
 
 export function listWorkloads(d: Driver, _ctx: PlatformContext, org: OrganizationRef): Promise<Workloads> {
