@@ -194,6 +194,21 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
       assert.ok((totals.get(busy.customerId)?.vcpu_hours ?? 0) > 0, 'a running VM accrues vCPU hours');
       const bounded = await h.platform.usage(ctx(), [{ ...busy, since: new Date(0), until: from }], from, to);
       assert.equal(bounded?.get(busy.customerId)?.vcpu_hours, 0, 'nothing after the customer was deleted');
+      // A customer deleted half-way and a new one of the same id (the same organization name): each its part.
+      const mid = new Date(from.getTime() + 1_800_000);
+      const split = await h.platform.usage(
+        ctx(),
+        [
+          { ...busy, customerId: 'deleted', since: new Date(0), until: mid },
+          { ...busy, customerId: 'recreated', since: mid, until: null },
+        ],
+        from,
+        to,
+      );
+      const whole = totals.get(busy.customerId)?.vcpu_hours ?? 0;
+      const [before, after] = [split?.get('deleted')?.vcpu_hours ?? 0, split?.get('recreated')?.vcpu_hours ?? 0];
+      assert.ok(before > 0 && after > 0, `each subject has its half (${before}, ${after})`);
+      assert.ok(Math.abs(before + after - whole) < 1e-6, 'the halves add up to the whole');
     });
 
     test('quota and plan are applied to the organization; users come and go; console logins wait for required actions', async () => {

@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import ipaddr from 'ipaddr.js';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import { failureMessage, isFailureCode } from '../failures.ts';
 import {
   type AddressRange,
@@ -23,7 +23,7 @@ import {
   type Workloads,
 } from '../platform.ts';
 import { createSandboxVm, heldBy } from './sandbox-vms.ts';
-import type { SandboxObjectKind, SandboxScope, SandboxTables } from './tables.ts';
+import type { SandboxObjectKind, SandboxScope, SandboxTables, SandboxUsageTable } from './tables.ts';
 
 export interface SandboxOptions {
   /** The sandbox's own access to the database (its tables, its transactions: never a caller's). */
@@ -344,7 +344,10 @@ export class SandboxPlatform implements Platform {
       customers.map((c) => [c.customerId, { vcpu_hours: 0, memory_gib_hours: 0, storage_gib_hours: 0, gpu_hours: {} }]),
     );
     if (customers.length === 0) return totals;
-    const byOrganization = new Map(customers.map((c) => [c.organization, c]));
+    // A deleted customer and a later one of the same id share an organization name: each span goes to
+    // every subject of its organization, cut to that subject's own life.
+    const byOrganization = new Map<string, UsageSubject[]>();
+    for (const c of customers) byOrganization.set(c.organization, [...(byOrganization.get(c.organization) ?? []), c]);
     const spans = await this.#db
       .selectFrom('sandbox_usage')
       .selectAll()
@@ -354,25 +357,34 @@ export class SandboxPlatform implements Platform {
       .where((eb) => eb.or([eb('ended_at', 'is', null), eb('ended_at', '>', from)]))
       .execute();
     for (const span of spans) {
-      const subject = byOrganization.get(span.organization);
-      if (!subject) continue;
-      const start = Math.max(span.started_at.getTime(), from.getTime(), subject.since.getTime());
-      const end = Math.min(
-        (span.ended_at ?? ctx.now).getTime(),
-        to.getTime(),
-        ctx.now.getTime(),
-        subject.until?.getTime() ?? Number.POSITIVE_INFINITY,
-      );
-      if (end <= start) continue;
-      const hours = (end - start) / 3_600_000;
-      const total = totals.get(subject.customerId);
-      if (!total) continue;
-      total.vcpu_hours += span.vcpu * hours;
-      total.memory_gib_hours += span.memory_gib * hours;
-      total.storage_gib_hours += span.storage_gib * hours;
-      for (const [profile, n] of Object.entries(span.gpus)) total.gpu_hours[profile] = (total.gpu_hours[profile] ?? 0) + n * hours;
+      for (const subject of byOrganization.get(span.organization) ?? []) this.#addSpan(totals, span, subject, from, to, ctx.now);
     }
     return totals;
+  }
+
+  #addSpan(
+    totals: Map<string, UsageTotals>,
+    span: Selectable<SandboxUsageTable>,
+    subject: UsageSubject,
+    from: Date,
+    to: Date,
+    now: Date,
+  ): void {
+    const start = Math.max(span.started_at.getTime(), from.getTime(), subject.since.getTime());
+    const end = Math.min(
+      (span.ended_at ?? now).getTime(),
+      to.getTime(),
+      now.getTime(),
+      subject.until?.getTime() ?? Number.POSITIVE_INFINITY,
+    );
+    if (end <= start) return;
+    const hours = (end - start) / 3_600_000;
+    const total = totals.get(subject.customerId);
+    if (!total) return;
+    total.vcpu_hours += span.vcpu * hours;
+    total.memory_gib_hours += span.memory_gib * hours;
+    total.storage_gib_hours += span.storage_gib * hours;
+    for (const [profile, n] of Object.entries(span.gpus)) total.gpu_hours[profile] = (total.gpu_hours[profile] ?? 0) + n * hours;
   }
 
   /** Sandbox only (test helper): the next matching provisioning steps fail. */
