@@ -7,7 +7,7 @@ import {
   type UserSpec,
 } from '../platform.ts';
 import type { Driver } from './driver.ts';
-import { IdentityError, type RealmUser } from './keycloak.ts';
+import { IdentityError, MANAGED_ATTRIBUTE, managedByTenantry, type RealmUser } from './keycloak.ts';
 import { KINDS } from './kube.ts';
 import { DONE, guard, orUnavailable } from './progress.ts';
 
@@ -19,7 +19,7 @@ export const LOGIN_LIFETIME_S = 300;
  * admin role granted to admins and the owner and taken from members; the owner's email also becomes
  * the Organization's contact email.
  */
-export function ensureUser(d: Driver, _ctx: PlatformContext, user: UserSpec): Promise<Progress> {
+export function ensureUser(d: Driver, ctx: PlatformContext, user: UserSpec): Promise<Progress> {
   return guard('user', async () => {
     const realm = user.organization;
     if (!(await d.idp.realmExists(realm)))
@@ -32,8 +32,9 @@ export function ensureUser(d: Driver, _ctx: PlatformContext, user: UserSpec): Pr
     let found = await d.idp.findUser(realm, user.username);
     if (!found) {
       try {
-        const id = await d.idp.createUser(realm, { username: user.username, enabled: true, requiredActions: [], ...fields });
-        found = { id, username: user.username, ...fields };
+        const attributes = { [MANAGED_ATTRIBUTE]: ['tenantry'], 'tenantry.io/partner': [ctx.partnerId] };
+        const id = await d.idp.createUser(realm, { username: user.username, enabled: true, requiredActions: [], attributes, ...fields });
+        found = { id, username: user.username, attributes, ...fields };
       } catch (error) {
         // A repeat whose first create landed: the user is there now. Otherwise the email is another user's.
         if (!(error instanceof IdentityError && error.status === 409)) throw error;
@@ -45,7 +46,15 @@ export function ensureUser(d: Driver, _ctx: PlatformContext, user: UserSpec): Pr
             message: `Another user of the identity realm ${realm} has the email ${user.email}.`,
           };
       }
-    } else if (differs(found, fields)) await d.idp.updateUser(realm, found.id, fields);
+    }
+    // A user someone else made in the realm (Kube-DC's console, an administrator) is not taken over.
+    if (!managedByTenantry(found))
+      return {
+        state: 'failed',
+        code: 'UPSTREAM_409',
+        message: `The identity realm ${realm} already has a user ${user.username} that Tenantry did not make.`,
+      };
+    if (differs(found, fields)) await d.idp.updateUser(realm, found.id, fields);
 
     const admin = user.role === 'admin' || user.isOwner;
     const roles = await d.idp.realmRoles(realm, found.id);
@@ -69,7 +78,8 @@ export function deleteUser(d: Driver, _ctx: PlatformContext, user: UserRef): Pro
   return guard('user deletion', async () => {
     if (!(await d.idp.realmExists(user.organization))) return DONE;
     const found = await d.idp.findUser(user.organization, user.username);
-    if (found) await d.idp.deleteUser(user.organization, found.id);
+    // Only a user Tenantry made is deleted; one of the same name made by someone else stays.
+    if (found && managedByTenantry(found)) await d.idp.deleteUser(user.organization, found.id);
     return DONE;
   });
 }

@@ -23,6 +23,14 @@ export interface RealmUser {
   lastName?: string;
   enabled?: boolean;
   requiredActions?: string[];
+  attributes?: Record<string, string[]>;
+}
+
+/** The attribute on realm users Tenantry made: only those are updated or deleted by it. */
+export const MANAGED_ATTRIBUTE = 'tenantry.io/managed-by';
+
+export function managedByTenantry(user: RealmUser): boolean {
+  return user.attributes?.[MANAGED_ATTRIBUTE]?.includes('tenantry') === true;
 }
 
 const TIMEOUT_MS = 10_000;

@@ -78,6 +78,27 @@ describe('kubernetes platform: a customer from creation to deletion', () => {
     );
   });
 
+  test('a realm user Tenantry did not make is neither taken over nor deleted', async () => {
+    // Someone made carol in the realm themselves (Kube-DC's console, an administrator).
+    const admin = new KeycloakAdmin(fx.config.identity);
+    await admin.createUser(org.organization, { username: 'carol', email: 'carol@elsewhere.example', enabled: true });
+    const carol = {
+      ...org,
+      username: 'carol',
+      email: 'carol@acme.example',
+      role: 'admin' as const,
+      isOwner: false,
+      firstName: null,
+      lastName: null,
+    };
+    const refused = await fx.platform.ensureUser(ctx, carol);
+    assert.equal(refused.state === 'failed' && refused.code, 'UPSTREAM_409');
+    assert.deepEqual(await fx.platform.deleteUser(ctx, carol), { state: 'done' });
+    const still = await admin.findUser(org.organization, 'carol');
+    assert.equal(still?.email, 'carol@elsewhere.example', 'her account and email are untouched');
+    assert.equal((await admin.realmRoles(org.organization, still?.id ?? '')).includes('org-admin'), false, 'and she was given no role');
+  });
+
   test('console login: pending required actions first, then a one-time login minted by the identity provider', async (t) => {
     if (!fx.keycloak) return t.skip('sets required actions through the identity-provider double');
     fx.keycloak.setRequiredActions(org.organization, 'ada', ['VERIFY_EMAIL', 'UPDATE_PASSWORD']);
