@@ -113,7 +113,7 @@ packages/server/src/platform/kubernetes (kube.ts lists the kinds). No secrets, n
   verbs: [get, create, patch, delete]
 - apiGroups: [kube-dc.com]
   resources: [organizations]
-  verbs: [get, list, watch, create, patch, delete]
+  verbs: [get, create, patch, delete]
 - apiGroups: [kube-dc.com]
   resources: [projects]
   verbs: [get, list, create, delete]

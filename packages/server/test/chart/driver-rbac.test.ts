@@ -201,8 +201,6 @@ describe('chart: the kubernetes platform driver RBAC', () => {
       );
       used.add(`${group}/${resource}/${request.verb}`);
     }
-    // Partners (watched by --watch-partners, which counts each partner's organizations) are not on this path.
-    used.add('kube-dc.com/organizations/list');
     for (const rule of cluster)
       for (const group of rule.apiGroups)
         for (const resource of rule.resources.filter((r) => !r.startsWith('partners')))

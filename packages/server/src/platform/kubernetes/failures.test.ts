@@ -93,6 +93,34 @@ describe('kubernetes platform: failure mapping', {
     }
   });
 
+  test("a VM whose cloud-init is past KubeVirt's inline limit is refused with a message saying so", async () => {
+    const image = {
+      osName: 'Windows 11',
+      url: 'https://images.example/w11.qcow2',
+      cloudUser: 'Administrator',
+      firmware: 'efi' as const,
+      machineType: 'q35',
+      features: ['smm', 'tpm'],
+      cloudInit: `#ps1\n${'Write-Host hello\n'.repeat(200)}`,
+      bootOrder: ['disk'],
+      additionalDisks: null,
+    };
+    const quota = { customer: { vcpu: 8, memory_gib: 16, storage_gib: 200 }, project: {} };
+    const org = fresh();
+    const refused = await fx.platform.createVm(ctx, {
+      ...org,
+      namespace: `${org.organization}-default`,
+      name: 'w',
+      vcpu: 2,
+      memoryGib: 4,
+      storageGib: 64,
+      image,
+      quota,
+    });
+    assert.equal(refused.state === 'refused' && refused.code, 'UPSTREAM_422');
+    assert.match(refused.state === 'refused' ? refused.message : '', /is 3405 bytes; KubeVirt takes at most 2048 inline/);
+  });
+
   test('a cluster that takes the connection but does not answer: each call gives up after its deadline', async () => {
     const slow = createKubernetesPlatform(fx.config, pino({ level: 'silent' }), fx.kubeConfig, { kubeTimeoutMs: 300 });
     fx.kube?.faults.delay(5_000, { count: 50 });

@@ -7,15 +7,27 @@ import { orUnavailable } from './progress.ts';
 /** On a VM Tenantry made: a digest of what was asked (a repeat of the same request is done, another is a conflict). */
 const REQUEST = 'tenantry.io/vm-request';
 const OS_NAME = 'tenantry.io/os-name';
+/** KubeVirt's limit on inline NoCloud user data. */
+export const CLOUD_INIT_MAX_BYTES = 2048;
 
 /**
  * A VM from the console's form: a KubeVirt VirtualMachine whose root disk is a DataVolume imported from
  * the image's URL, sized as asked, booting with the image's firmware, machine type and features, and
  * its cloud-init as a NoCloud disk. The customer's quota and the project's cap are checked against the
- * VMs already there (the namespace's ResourceQuota and HNC refuse what slips past: QUOTA_EXCEEDED too).
+ * VMs already there. The cluster's own quotas (ResourceQuota, HNC) admit pods and volumes, not the
+ * VirtualMachine: what slips past this check (two creates at once) is stopped there, at the VM's start.
  */
 export function createVm(d: Driver, ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation> {
   return orUnavailable('create a VM', async (): Promise<VmCreation> => {
+    // KubeVirt's admission refuses inline cloud-init over 2,048 bytes (a Secret would hold more, and the
+    // driver holds no permission on Secrets): say so instead of letting the cluster answer a bare 422.
+    const cloudInitBytes = Buffer.byteLength(vm.image.cloudInit ?? '');
+    if (cloudInitBytes > CLOUD_INIT_MAX_BYTES)
+      return {
+        state: 'refused',
+        code: 'UPSTREAM_422',
+        message: `The cloud-init of ${vm.image.osName} is ${cloudInitBytes} bytes; KubeVirt takes at most ${CLOUD_INIT_MAX_BYTES} inline.`,
+      };
     const request = requestDigest(vm);
     const existing = await d.kube.get(KINDS.vm, vm.name, vm.namespace);
     if (existing) return sameRequest(existing, ctx, vm, request);
