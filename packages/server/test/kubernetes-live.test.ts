@@ -137,6 +137,14 @@ for (const target of testDatabases()) {
       const spec = vm?.spec as { dataVolumeTemplates: { spec: { source: { http: { url: string } } } }[] };
       assert.match(spec.dataVolumeTemplates[0]?.spec.source.http.url ?? '', /^https:\/\/cloud-images\.ubuntu\.com\//);
       assert.match((await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } })).text, /<strong>web-1<\/strong>/);
+      // A cluster that does not answer: the console says so as a page (503, Retry-After), not as JSON.
+      fx.kube?.faults.failNext({ status: 503, count: 1_000, match: () => true });
+      const down = await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } });
+      fx.kube?.faults.clear();
+      assert.equal(down.status, 503);
+      assert.match(down.headers.get('content-type') ?? '', /^text\/html/);
+      assert.ok(Number(down.headers.get('retry-after')) > 0);
+      assert.match(down.text, /The platform is not answering/);
       // The customer removes it again (with kubectl here): the rest of the suite starts from no VM.
       fx.kube?.delete(VM[0], VM[1], 'web-1', namespace);
 

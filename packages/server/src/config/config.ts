@@ -1,5 +1,6 @@
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
+import { ConfigError } from '../infra/errors/config-error.ts';
 import {
   KubernetesConfigErrors,
   type KubernetesPlatformConfig,
@@ -7,6 +8,8 @@ import {
   SERVICE_ACCOUNT_DIR,
 } from '../platform/kubernetes/config.ts';
 import { fallbackOf } from './settings.ts';
+
+export { ConfigError };
 
 /**
  * The server's configuration (CONTRACT §2): environment variables, overridden
@@ -50,17 +53,6 @@ export interface Config {
 export interface HostPort {
   host: string;
   port: number;
-}
-
-export class ConfigError extends Error {
-  readonly variable: string;
-
-  /** `more`: further problems found at the same time, one line each. */
-  constructor(variable: string, problem: string, more: Array<{ variable: string; problem: string }> = []) {
-    super([`${variable}: ${problem}`, ...more.map((p) => `${p.variable}: ${p.problem}`)].join('\n'));
-    this.name = 'ConfigError';
-    this.variable = variable;
-  }
 }
 
 type Env = Record<string, string | undefined>;

@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
+import { PlatformUnavailableError } from '../platform/platform.ts';
 import { fromOwnOrigin } from './csrf.ts';
 import { consoleErrorPage, consolePage } from './page.ts';
 import { CONSOLE_COOKIE, type ConsoleSession } from './service.ts';
@@ -36,11 +37,31 @@ export async function renderConsole(
     form?: { values: Partial<VmRequest>; errors: FormErrors };
   },
 ): Promise<FastifyReply> {
-  const vms = await services.vms.list(session);
+  const vms = await platformAnswer(reply, () => services.vms.list(session));
+  if (!vms) return reply;
   const project = session.projects.some((p) => p.name === options.project) ? (options.project ?? null) : null;
   const created = vms.some((vm) => vm.name === options.created) ? (options.created ?? null) : null;
   const html = consolePage({ session, vms, project, created, ...(options.form ? { form: options.form } : {}) });
   return sendPage(reply, options.status ?? 200, html);
+}
+
+/**
+ * Runs a console read or write that needs the platform; when the platform cannot answer now, the browser
+ * gets a console page (503 with Retry-After) rather than the API's JSON envelope, and undefined comes back.
+ */
+async function platformAnswer<T>(reply: FastifyReply, run: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await run();
+  } catch (error) {
+    if (!(error instanceof PlatformUnavailableError)) throw error;
+    reply.header('retry-after', String(error.retryAfterS));
+    sendPage(
+      reply,
+      503,
+      consoleErrorPage('The platform is not answering', 'Your VMs cannot be read or created right now. Try again in a minute.'),
+    );
+    return undefined;
+  }
 }
 
 /**
@@ -72,7 +93,8 @@ export const consoleVmRoutes: FastifyPluginAsyncTypebox<{ services: Services }> 
     const values = Object.fromEntries(
       FORM_FIELDS.map((field) => [field, typeof body[field] === 'string' ? (body[field] as string).trim() : '']),
     ) as VmRequest;
-    const outcome = await services.vms.create(session, values);
+    const outcome = await platformAnswer(reply, () => services.vms.create(session, values));
+    if (!outcome) return reply;
     if ('errors' in outcome) {
       const status = outcome.errors.form ? 409 : 400;
       return renderConsole(services, reply, session, { status, form: { values, errors: outcome.errors } });

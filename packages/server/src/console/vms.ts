@@ -126,7 +126,17 @@ export class ConsoleVmService {
         created_by: session.user.username,
         created_at: now,
       })
-      .onConflict((oc) => oc.columns(['customer_uid', 'namespace', 'name']).doNothing())
+      // A VM removed and made again under its name: the record says what was asked last.
+      .onConflict((oc) =>
+        oc.columns(['customer_uid', 'namespace', 'name']).doUpdateSet({
+          os_name: image.OS_NAME,
+          vcpu: size.vcpu,
+          memory_gib: size.memoryGib,
+          storage_gib: size.storageGib,
+          created_by: session.user.username,
+          created_at: now,
+        }),
+      )
       .execute();
     return {
       vm: {

@@ -1,6 +1,6 @@
 import { chmodSync, lstatSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { ConfigError } from '../config/config.ts';
+import { ConfigError } from './errors/config-error.ts';
 
 /**
  * The data directory (embedded database, operator token, secret key) is

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError } from '../../config/config.ts';
 import { writePrivateFile } from '../data-dir.ts';
+import { ConfigError } from '../errors/config-error.ts';
 import { SECRET_KEY_BYTES, SecretBox, secretKeyId } from './secret-box.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { ConfigError } from '../../config/config.ts';
+import { ConfigError } from '../errors/config-error.ts';
 import { isSealed, type SecretBox, SecretKeyError } from './secret-box.ts';
 import type { SecretTables } from './tables.ts';
 

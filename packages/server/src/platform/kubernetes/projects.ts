@@ -154,7 +154,11 @@ export function ensureProject(d: Driver, ctx: PlatformContext, project: ProjectS
 export function deleteProject(d: Driver, ctx: PlatformContext, project: ProjectRef): Promise<Progress> {
   return guard('project deletion', async () => {
     const object = await d.kube.get(KINDS.project, project.project, project.organization);
-    if (object && !ownedBy(object, ctx, project.customerId) && !isDeleting(object)) return DONE;
+    if (object && !ownedBy(object, ctx, project.customerId) && !isDeleting(object)) {
+      // Not this customer's Project: leave it, but give back the range Tenantry reserved for the namespace.
+      await releaseRanges(d, project.organization, project.namespace);
+      return DONE;
+    }
     if (object) {
       if (!isDeleting(object)) await d.kube.delete(KINDS.project, project.project, project.organization);
       if (await d.kube.get(KINDS.project, project.project, project.organization)) return later(ctx);
