@@ -51,6 +51,14 @@ export interface Result {
   non2xx: number;
   /** Server CPU time per request, microseconds: steadier than req/s on a shared machine. */
   cpuUs: number;
+  /** The server's largest resident set while the load ran, MB. */
+  rssMb: number;
+}
+
+/** Resident memory of a process, MB, from /proc. */
+export function rssMb(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Math.round(Number(match[1]) / 1024) : Number.NaN;
 }
 
 /** CPU time (user + system) a process has used, in microseconds, from /proc. */
@@ -62,10 +70,33 @@ function cpuTimeUs(pid: number): number {
 
 /** Runs a load ROUNDS times against the server process `pid` and keeps the median round by throughput. */
 export async function load(name: string, pid: number, options: autocannon.Options): Promise<Result> {
-  const rounds: Result[] = [];
-  for (let i = 0; i < ROUNDS; i++) rounds.push(await loadOnce(name, pid, options));
-  rounds.sort((a, b) => a.rps - b.rps);
-  return rounds[Math.floor(rounds.length / 2)] as Result;
+  const [result] = await loadInterleaved([{ name, pid, options }]);
+  return result as Result;
+}
+
+export interface LoadSpec {
+  name: string;
+  pid: number;
+  options: autocannon.Options;
+}
+
+/**
+ * Runs each load once per round, ROUNDS rounds, alternating between them (a path, then its floor,
+ * then the path again...), so a neighbour's burst on a shared machine hits both sides of a ratio alike.
+ * Each result is the median round by throughput.
+ */
+export async function loadInterleaved(specs: LoadSpec[]): Promise<Result[]> {
+  const rounds: Result[][] = specs.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [i, spec] of specs.entries()) rounds[i]?.push(await loadOnce(spec.name, spec.pid, spec.options));
+  }
+  return rounds.map((results) => {
+    results.sort((a, b) => a.rps - b.rps);
+    const median = results[Math.floor(results.length / 2)] as Result;
+    // Progress, as each measurement ends (the table comes at the end).
+    process.stderr.write(`  ${median.name}: ${median.rps} req/s, p99 ${median.p99} ms, ${median.cpuUs} µs CPU/req, ${median.rssMb} MB\n`);
+    return median;
+  });
 }
 
 async function loadOnce(name: string, pid: number, options: autocannon.Options): Promise<Result> {
@@ -80,7 +111,16 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
   instance.on('start', () => {
     cpuStart = cpuTimeUs(pid);
   });
-  const result = await instance;
+  let peakRss = rssMb(pid);
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, rssMb(pid));
+  }, 250);
+  let result: autocannon.Result;
+  try {
+    result = await instance;
+  } finally {
+    clearInterval(sampler);
+  }
   const cpuUs = (cpuTimeUs(pid) - cpuStart) / Math.max(1, result.requests.total);
   return {
     cpuUs: Math.round(cpuUs),
@@ -89,5 +129,6 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx + result.errors + result.timeouts,
+    rssMb: peakRss,
   };
 }

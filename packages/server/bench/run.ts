@@ -1,31 +1,33 @@
 /**
- * `npm run bench`: throughput and latency of the hot paths, on the embedded
- * database and on PostgreSQL, against a bare route of the same framework.
+ * `npm run bench`: every hot path against its floor, measured in the same run, on the embedded database
+ * and on PostgreSQL. The floors run in their own process on the same Node (bench/reference-server.ts):
  *
- *   (a) GET /bare              a Fastify route with no auth and no database
- *   (b) GET /auth/whoami       token check, partner lookup, rate limit, response
- *   (c) POST /auth/token       key lookup, constant-time hash check, token signing
- *   (d) GET /customers/{id}    a single read: token, rate limit, two indexed reads
- *   (e) 1,000 concurrent POST /customers on the sandbox (delay 0): creates
- *       accepted per second, and operations completed per second
- *   (f) GET /customers?limit=200 with 100,000 customers: the first page and a
- *       page 90% deep (goal: within 1.5x of the first)
- *   (g) webhooks (bench/webhooks.ts): deliveries per second to an HTTPS receiver,
- *       and delivery lag p50/p99 at 200 events per second (goal: p99 under 1 s)
- *   (h) quotas (bench/quotas.ts): PUT /customers/{id}/quota per second for one
- *       partner (serialised by its capacity lock) and across 50 partners
- *   (i) sdk (bench/sdk.ts): what @tenantry/sdk adds on the caller's side to a
- *       GET /customers/{id}, against a bare fetch (PGlite)
- *   (j) images (bench/os-images.ts): GET /api/create-vm/{ns}/os-images from the
- *       cache against a bare node:http route answering the same bytes (goal: 0.8)
+ *   bare node:http        node:http alone answering a small JSON envelope: the floor of every route
+ *   raw SELECT            node:http running the one SELECT `GET /customers/{id}` runs, with the same driver
+ *                         on the same database: the floor of a read
  *
- * BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part.
- * The server runs in its own process (as `tenantry serve`); the load comes
- * from this one, over loopback. Set TENANTRY_BENCH_DATABASE_URL to choose the
- * PostgreSQL server (default: the local test database, skipped if unreachable).
+ *   (b) GET /auth/whoami       token check, partner lookup, rate limit, response      vs bare node:http (goal 0.7)
+ *   (c) POST /auth/token       key lookup, constant-time hash check, token signing    vs raw SELECT (goal 0.5)
+ *   (d) GET /customers/{id}    token, rate limit, one SELECT, validation, response     vs raw SELECT (goal 0.9)
+ *   (e) 1,000 concurrent POST /customers on the sandbox (delay 0): creates accepted per second, and
+ *       operations completed per second
+ *   (f) GET /customers?limit=200 with 100,000 customers: the first page and a page 90% deep
+ *   (g) webhooks (bench/webhooks.ts): deliveries per second to an HTTPS receiver, and delivery lag
+ *   (h) quotas (bench/quotas.ts): PUT /customers/{id}/quota per second
+ *   (i) sdk (bench/sdk.ts): what @tenantry/sdk adds on the caller's side to a GET /customers/{id}
+ *   (j) images (bench/os-images.ts): GET /api/create-vm/{ns}/os-images against a bare node:http route
+ *
+ * Each row prints throughput, p50/p99, the server's CPU time per request and its largest resident set
+ * during the load, next to its floor and the ratio (by req/s and by CPU per request: the second is
+ * steadier on a shared machine). BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part;
+ * BENCH_DURATION_S, BENCH_ROUNDS and BENCH_CONNECTIONS shorten or widen the runs.
+ * The server runs in its own process (as `tenantry serve`); the load comes from this one, over loopback.
+ * Set TENANTRY_BENCH_DATABASE_URL to choose the PostgreSQL server (default: the local test database,
+ * skipped if unreachable).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { once } from 'node:events';
+import { cpSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,12 +38,14 @@ import {
   CONNECTIONS,
   DURATION_S,
   load,
+  loadInterleaved,
   OPERATOR_TOKEN,
   openServerDatabase,
   operator,
   partnerToken,
   type Result,
   ROUNDS,
+  rssMb,
 } from './common.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
@@ -54,10 +58,53 @@ interface Notes {
   lines: string[];
 }
 
-async function benchDatabase(label: string, env: Record<string, string>, notes: Notes): Promise<Result[]> {
+/** One line of the table: a path, and the floor it is compared with in the same run. */
+interface Row {
+  result: Result;
+  floor?: Result;
+  goal?: number;
+}
+
+/**
+ * The floors' process (bench/reference-server.ts) on the database `env` names. An embedded database
+ * belongs to one process, so its floor reads a copy taken while the server was stopped: the same rows.
+ */
+async function startFloors(env: Record<string, string>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
+  let target = env.TENANTRY_DATABASE_URL;
+  if (!target) {
+    target = mkdtempSync(join(tmpdir(), 'tenantry-bench-floor-'));
+    cpSync(join(env.TENANTRY_DATA_DIR ?? '', 'db'), target, { recursive: true });
+  }
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./reference-server.ts', import.meta.url)), target, 'bench'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.once('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString('utf8')).url as string));
+    child.once('exit', (code) => reject(new Error(`reference server exited with ${code}`)));
+  });
+  return {
+    url,
+    pid: child.pid ?? 0,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    },
+  };
+}
+
+async function benchDatabase(label: string, env: Record<string, string>, notes: Notes): Promise<Row[]> {
   // Logging stays at info, as in production: one JSON line per request is part of the cost.
-  const serveEnv = { ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '0' };
+  const serveEnv = {
+    ...env,
+    TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
+    TENANTRY_SANDBOX_DELAY_MS: '0',
+    ...(process.env.BENCH_SERVE_LOG_LEVEL ? { TENANTRY_LOG_LEVEL: process.env.BENCH_SERVE_LOG_LEVEL } : {}),
+  };
   let server = await spawnServe(serveEnv, { keepOutput: false });
+  let floor: Awaited<ReturnType<typeof startFloors>> | undefined;
+  // Idle: started, nothing asked yet but the health check, settled for two seconds.
+  await new Promise((resolve) => setTimeout(resolve, 2_000));
+  notes.lines.push(`${label}: resident memory of tenantry serve idle after start: ${rssMb(server.child.pid ?? 0)} MB`);
   try {
     await operator(server, 'POST', '/partners', {
       id: 'bench',
@@ -77,13 +124,10 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
         ...(body ? { body: JSON.stringify(body) } : {}),
       });
 
-    const whoami = await load(`${label}: (b) GET /auth/whoami`, server.child.pid ?? 0, {
-      url: `${server.partnerUrl}/api/public/v1/auth/whoami`,
-      headers: { authorization: `Bearer ${token}` },
-    });
-
     // (e) 1,000 concurrent creations; then until the engine has finished them all.
-    const creations = 1_000;
+    // BENCH_ONLY=hot: the hot paths and their floors only (one customer, no list of 100,000).
+    const creations = HOT_ONLY ? 1 : 1_000;
+    const readId = `burst-${Math.floor(creations / 2)}`;
     const started = performance.now();
     const answers = await Promise.all(
       Array.from({ length: creations }, (_, i) =>
@@ -105,11 +149,6 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
         `all operations succeeded after ${Math.round(doneMs)} ms (${Math.round((creations * 1000) / doneMs)} operations completed/s)`,
     );
 
-    const single = await load(`${label}: (d) GET /customers/{id}`, server.child.pid ?? 0, {
-      url: `${server.partnerUrl}/api/public/v1/customers/burst-500`,
-      headers: { authorization: `Bearer ${token}` },
-    });
-
     // The token endpoint allows 10 exchanges at once per key: spread the load over many keys.
     const keyCount = 3_000;
     const keys: string[] = [first];
@@ -117,17 +156,48 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
       const batch = await Promise.all(Array.from({ length: 50 }, () => operator(server, 'POST', '/partners/bench/keys', {})));
       keys.push(...batch.map((k) => String(k.key)));
     }
+    // The floors run beside the server; on the embedded database they read a copy (one process per database).
+    if (!env.TENANTRY_DATABASE_URL) {
+      await server.stop();
+      floor = await startFloors(env);
+      server = await spawnServe(serveEnv, { keepOutput: false });
+      token = await partnerToken(server, first);
+    } else {
+      floor = await startFloors(env);
+    }
+    const pid = server.child.pid ?? 0;
+    const auth = { authorization: `Bearer ${token}` };
     let next = 1;
-    const exchange = await load(`${label}: (c) POST /auth/token`, server.child.pid ?? 0, {
-      url: `${server.partnerUrl}/api/public/v1/auth/token`,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      requests: [
-        {
-          setupRequest: (request) => ({ ...request, body: JSON.stringify({ api_key: keys[next++ % keys.length] }) }),
+    const [bareFloor, whoami, selectFloor, single, exchange] = await loadInterleaved([
+      { name: `${label}: bare node:http`, pid: floor.pid, options: { url: `${floor.url}/bare` } },
+      { name: `${label}: (b) GET /auth/whoami`, pid, options: { url: `${server.partnerUrl}/api/public/v1/auth/whoami`, headers: auth } },
+      { name: `${label}: raw SELECT route`, pid: floor.pid, options: { url: `${floor.url}/customers/${readId}` } },
+      {
+        name: `${label}: (d) GET /customers/{id}`,
+        pid,
+        options: { url: `${server.partnerUrl}/api/public/v1/customers/${readId}`, headers: auth },
+      },
+      {
+        name: `${label}: (c) POST /auth/token`,
+        pid,
+        options: {
+          url: `${server.partnerUrl}/api/public/v1/auth/token`,
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          requests: [{ setupRequest: (request) => ({ ...request, body: JSON.stringify({ api_key: keys[next++ % keys.length] }) }) }],
         },
-      ],
-    });
+      },
+    ]);
+    await floor.stop();
+    floor = undefined;
+    const hot: Row[] = [
+      { result: bareFloor as Result },
+      { result: selectFloor as Result },
+      { result: whoami as Result, floor: bareFloor, goal: 0.7 },
+      { result: single as Result, floor: selectFloor, goal: 0.9 },
+      { result: exchange as Result, floor: selectFloor, goal: 0.5 },
+    ];
+    if (HOT_ONLY) return hot;
 
     // (f) 100,000 customers, written straight into the database while the server is stopped (the
     // embedded database belongs to one process), then the first page and a page 90% deep.
@@ -159,9 +229,10 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
       `${label}: (f) deep page p50 ${deepPage.p50} ms / first page p50 ${firstPage.p50} ms = ${(deepPage.p50 / Math.max(firstPage.p50, 0.01)).toFixed(2)} (goal: at most 1.5); ` +
         `p99 ${deepPage.p99} / ${firstPage.p99} ms`,
     );
-    return [whoami, single, exchange, firstPage, deepPage];
+    return [...hot, { result: firstPage }, { result: deepPage }];
   } finally {
     await server.stop();
+    await floor?.stop();
   }
 }
 
@@ -171,8 +242,9 @@ async function seedCustomers(env: Record<string, string>, count: number): Promis
   try {
     await sql`
       insert into customers (uid, platform_scope, partner_id, mode, id, external_id, display_name, status, plan_id,
-                             owner_username, owner_email, created_at, updated_at)
+                             organization, owner_username, owner_email, created_at, updated_at)
       select 'cus_seed' || g, 'live', 'bench', 'live', 'seed-' || lpad(g::text, 6, '0'), 'crm-' || g, null, 'active', 'standard',
+             'bench-seed-' || g,
              'owner', 'owner@seed-' || g || '.example', now(), now()
       from generate_series(1, ${count}) as g`.execute(handle.db);
     await sql`update partners set customer_count = customer_count + ${count} where id = 'bench'`.execute(handle.db);
@@ -205,31 +277,30 @@ async function postgresDatabase(): Promise<{ url: string; drop(): Promise<void> 
   };
 }
 
-async function bare(): Promise<Result> {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-server.ts', import.meta.url))], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve) => {
-    child.stdout.on('data', (chunk: Buffer) => resolve(JSON.parse(chunk.toString('utf8')).partner_api as string));
-  });
-  try {
-    return await load('(a) bare Fastify route', child.pid ?? 0, { url: `${url}/bare` });
-  } finally {
-    child.kill('SIGTERM');
-  }
-}
-
 const pad = (value: string | number, width: number) => String(value).padStart(width);
 
-function print(results: Result[], baseline: Result): void {
-  process.stdout.write(
-    `\n${'benchmark'.padEnd(40)}${pad('req/s', 9)}${pad('p50 ms', 9)}${pad('p99 ms', 9)}${pad('non-2xx', 9)}${pad('vs (a)', 9)}${pad('CPU µs/req', 12)}\n`,
-  );
-  for (const r of results) {
-    const ratio = (r.rps / baseline.rps).toFixed(2);
-    process.stdout.write(
-      `${r.name.padEnd(40)}${pad(r.rps, 9)}${pad(r.p50, 9)}${pad(r.p99, 9)}${pad(r.non2xx, 9)}${pad(ratio, 9)}${pad(r.cpuUs, 12)}\n`,
-    );
+function print(rows: Row[]): void {
+  const columns: Array<[string, number]> = [
+    ['path', 44],
+    ['req/s', 8],
+    ['p50 ms', 8],
+    ['p99 ms', 8],
+    ['non-2xx', 8],
+    ['CPU µs', 8],
+    ['RSS MB', 8],
+    ['floor', 26],
+    ['ratio', 7],
+    ['by CPU', 7],
+    ['goal', 6],
+  ];
+  const line = (cells: Array<string | number>) =>
+    `${cells.map((cell, i) => (i === 0 || i === 7 ? String(cell).padEnd(columns[i]?.[1] ?? 0) : pad(cell, columns[i]?.[1] ?? 0))).join(' ')}\n`;
+  process.stdout.write(`\n${line(columns.map(([name]) => name))}`);
+  for (const { result: r, floor, goal } of rows) {
+    const ratio = floor ? (r.rps / floor.rps).toFixed(2) : '';
+    const byCpu = floor ? (floor.cpuUs / r.cpuUs).toFixed(2) : '';
+    const floorName = floor ? `${floor.name.split(': ').pop()} ${floor.rps}/s` : '';
+    process.stdout.write(line([r.name, r.rps, r.p50, r.p99, r.non2xx, r.cpuUs, r.rssMb, floorName, ratio, byCpu, goal ? `≥ ${goal}` : '']));
   }
 }
 
@@ -238,8 +309,10 @@ process.stdout.write(
 );
 // BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part; all by default.
 const only = process.env.BENCH_ONLY;
-const baseline = await bare();
-const results: Result[] = [baseline];
+const HOT_ONLY = only === 'hot';
+// BENCH_DATABASES=pglite or postgres runs the api part on one database.
+const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
+const rows: Row[] = [];
 const notes: Notes = { lines: [] };
 const embedded = () => ({ TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) });
 /** Runs `part` on a fresh PostgreSQL database, if one is reachable. */
@@ -255,9 +328,9 @@ async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>):
     await postgres.drop();
   }
 }
-if (only === undefined || only === 'api') {
-  results.push(...(await benchDatabase('PGlite', embedded(), notes)));
-  results.push(...((await onPostgres((env) => benchDatabase('PostgreSQL', env, notes))) ?? []));
+if (only === undefined || only === 'api' || HOT_ONLY) {
+  if (DATABASES.includes('pglite')) rows.push(...(await benchDatabase('PGlite', embedded(), notes)));
+  if (DATABASES.includes('postgres')) rows.push(...((await onPostgres((env) => benchDatabase('PostgreSQL', env, notes))) ?? []));
 }
 if (only === undefined || only === 'quotas') {
   notes.lines.push(...(await benchQuotas('PGlite', embedded())));
@@ -272,13 +345,9 @@ if (only === undefined || only === 'sdk') {
 }
 if (only === undefined || only === 'images') {
   const images = await benchImages('PGlite', embedded());
-  results.push(...images.results);
+  const [bareImages, ...served] = images.results;
+  if (bareImages) rows.push({ result: bareImages }, ...served.map((result) => ({ result, floor: bareImages, goal: 0.8 })));
   notes.lines.push(...images.notes);
 }
-print(results, baseline);
-const whoamiRatios = results
-  .filter((r) => r.name.includes('whoami') || r.name.includes('/customers/{id}'))
-  .map(
-    (r) => `${r.name}: vs (a) = ${(r.rps / baseline.rps).toFixed(2)} (by server CPU per request: ${(baseline.cpuUs / r.cpuUs).toFixed(2)})`,
-  );
-process.stdout.write(`\n${whoamiRatios.join('\n')}\n(goal: at least 0.5)\n\n${notes.lines.join('\n')}\n`);
+print(rows);
+process.stdout.write(`\n${notes.lines.join('\n')}\n`);

@@ -215,6 +215,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           await services.dispatcher.stop();
           await services.images.stop();
           services.webhookSender.close();
+          await services.keyUsage.flush().catch((err: unknown) => logger.warn({ err }, "writing API keys' last use failed"));
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');
           logger.flush();

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { AccessTokenCodec } from '../auth/access-tokens.ts';
 import { KeyCache } from '../auth/key-cache.ts';
+import { KeyUsage } from '../auth/key-usage.ts';
 import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
 import { QuotaService } from '../capacity/quotas.ts';
@@ -16,7 +17,7 @@ import { OsImageCatalogue } from '../images/catalogue.ts';
 import { bundledSource, type CatalogueSource } from '../images/sources.ts';
 import type { Clock } from '../infra/clock.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
-import { createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
+import { createLocalRateLimiter, createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { SecretBox } from '../infra/secrets/secret-box.ts';
 import { loadServerSecrets } from '../infra/secrets/server-secrets.ts';
 import { OperationEngine } from '../operations/engine.ts';
@@ -74,6 +75,7 @@ export interface Services {
   partners: PartnerService;
   partnerCache: PartnerCache;
   keys: KeyService;
+  keyUsage: KeyUsage;
   auth: AuthService;
   /** The platform provisioning runs on. Test mode always runs on the sandbox (CONTRACT §5). */
   platform: Platform;
@@ -112,6 +114,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const partnerCache = new PartnerCache(db, clock, options.partnerCacheMs);
   const keyCache = new KeyCache(db, clock);
   const rateLimiter = createRateLimiter(db, embedded, clock);
+  const keyUsage = new KeyUsage(db);
   const logger = options.logger;
   // Test mode always runs on the sandbox; live mode on the configured driver. Every platform call
   // passes the router's guard: none may be made with a database transaction open.
@@ -169,14 +172,17 @@ export async function createServices(options: ServiceOptions): Promise<Services>
       setupMs: Math.round(options.sandboxDelayMs / 3),
       onPartnerSuspended: (trx, id) => console().revokePartner(trx, id),
     }),
-    keys: new KeyService(db, clock, keyCache),
+    keys: new KeyService(db, clock, keyCache, keyUsage),
+    keyUsage,
     auth: new AuthService({
       db,
       clock,
       tokens: new AccessTokenCodec(secrets.tokenSigningKey),
       partners: partnerCache,
       keys: keyCache,
+      keyUsage,
       rateLimiter,
+      attempts: createLocalRateLimiter(clock),
     }),
     platform,
     sandbox,

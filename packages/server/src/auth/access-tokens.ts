@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { decodeCanonicalBase64url } from '../infra/encoding.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { isScope, type Scope } from './scopes.ts';
@@ -49,11 +49,15 @@ const MAX_TOKEN_LENGTH = 2048;
 const CACHE_SIZE = 10_000;
 
 export class AccessTokenCodec {
-  readonly #key: Buffer;
+  /**
+   * A KeyObject, imported once: given a Buffer, Node imports the key again for every HMAC, which costs
+   * more than the HMAC itself (about 11 µs against 3, decision 193).
+   */
+  readonly #key: KeyObject;
   readonly #verified = new Map<string, VerifiedClaims>();
 
   constructor(key: Buffer) {
-    this.#key = key;
+    this.#key = createSecretKey(key);
   }
 
   issue(claims: TokenClaims): string {

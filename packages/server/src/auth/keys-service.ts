@@ -7,6 +7,7 @@ import { findPartner } from '../partners/store.ts';
 import { generateKey } from './api-key-format.ts';
 import { normaliseCidrs } from './cidr.ts';
 import type { KeyCache } from './key-cache.ts';
+import type { KeyUsage } from './key-usage.ts';
 import type { ApiKey, IssuedKey, IssueKeyRequest } from './keys-schemas.ts';
 import { type ApiKeyRow, insertKey, listKeys, revokeKey } from './keys-store.ts';
 
@@ -32,11 +33,13 @@ export class KeyService {
   readonly #db: Db;
   readonly #clock: Clock;
   readonly #cache: KeyCache;
+  readonly #usage: KeyUsage;
 
-  constructor(db: Db, clock: Clock, cache: KeyCache) {
+  constructor(db: Db, clock: Clock, cache: KeyCache, usage: KeyUsage) {
     this.#db = db;
     this.#clock = clock;
     this.#cache = cache;
+    this.#usage = usage;
   }
 
   async issue(partnerId: string, request: IssueKeyRequest, who: OperatorActor): Promise<IssuedKey> {
@@ -85,6 +88,8 @@ export class KeyService {
   }
 
   async list(partnerId: string): Promise<ApiKey[]> {
+    // This process's uses not yet written are written first: the list shows them.
+    await this.#usage.flush();
     if (!(await findPartner(this.#db, partnerId))) throw notFound(`Partner ${partnerId}`);
     const nowMs = this.#clock.nowMs();
     return (await listKeys(this.#db, partnerId)).map((row) => toApiKey(row, nowMs));

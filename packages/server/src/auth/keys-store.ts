@@ -40,11 +40,3 @@ export async function revokeKey(trx: Db, partnerId: string, kid: string, at: Dat
     .returningAll()
     .executeTakeFirst();
 }
-
-/** `last_used_at` is kept to the minute: at most one write per key per minute, not one per exchange. */
-const TOUCH_INTERVAL_MS = 60_000;
-
-export async function touchKey(db: Db, row: ApiKeyRow, at: Date): Promise<void> {
-  if (row.last_used_at && at.getTime() - row.last_used_at.getTime() < TOUCH_INTERVAL_MS) return;
-  await db.updateTable('api_keys').set({ last_used_at: at }).where('kid', '=', row.kid).execute();
-}

@@ -9,7 +9,8 @@ import { type AccessTokenCodec, TOKEN_LIFETIME_S, type VerifiedClaims } from './
 import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
 import type { KeyCache, KeyFacts } from './key-cache.ts';
-import { findKeyWithPartner, touchKey } from './keys-store.ts';
+import type { KeyUsage } from './key-usage.ts';
+import { findKeyWithPartner } from './keys-store.ts';
 import type { TokenResponse, Whoami } from './schemas.ts';
 import type { Scope } from './scopes.ts';
 import { isScope } from './scopes.ts';
@@ -36,7 +37,15 @@ export interface AuthServiceDeps {
   tokens: AccessTokenCodec;
   partners: PartnerCache;
   keys: KeyCache;
+  /** Keys' last use, written in batches (the operator's key list reads it). */
+  keyUsage: KeyUsage;
+  /** Buckets shared by the deployment: a partner's requests, a key's exchanges. */
   rateLimiter: RateLimiter;
+  /**
+   * This process's buckets of exchange attempts per (key, source address), checked before the secret
+   * is: they keep a guessing client from spending this process's CPU, and cost no I/O (decision 191).
+   */
+  attempts: RateLimiter;
 }
 
 export class AuthService {
@@ -52,12 +61,12 @@ export class AuthService {
    * decoy when nothing matches) and answers the same 401.
    */
   async exchange(apiKey: string, sourceAddress: string): Promise<{ token: TokenResponse; rate: RateDecision }> {
-    const { db, clock, tokens, rateLimiter } = this.#deps;
+    const { db, clock, tokens, rateLimiter, attempts, keyUsage } = this.#deps;
     const parsed = parseKey(apiKey);
     // Attempts are limited per (key, source address) before any check, so guessing is slow; the
     // key's own bucket is charged only once the secret matched, so nobody who merely knows a
     // kid can hold the key's exchanges at 429.
-    let rate = await rateLimiter.take(parsed ? `try:${parsed.kid}:${sourceAddress}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
+    let rate = await attempts.take(parsed ? `try:${parsed.kid}:${sourceAddress}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
     if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
     const row = await findKeyWithPartner(db, parsed?.kid ?? DECOY_KID);
@@ -102,7 +111,7 @@ export class AuthService {
       issuedAt: nowS,
       expiresAt,
     });
-    await touchKey(db, row, now);
+    keyUsage.record(row, now);
     return {
       token: { access_token: accessToken, token_type: 'Bearer', expires_in: Math.max(1, expiresAt - nowS), scope: scopes.join(' ') },
       rate,

@@ -2,6 +2,7 @@ import { type Selectable, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Db } from '../app/database.ts';
 import { releaseQuota } from '../capacity/store.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
@@ -28,13 +29,12 @@ export async function findCustomer(db: Db, owner: Owner, id: string): Promise<Cu
     .executeTakeFirst();
 }
 
-/** The customer with its projects (by name), in one read: the single-customer read is a hot path. */
-export async function findCustomerWithProjects(
-  db: Db,
-  owner: Owner,
-  id: string,
-): Promise<(CustomerRow & { projects: ProjectRow[] }) | undefined> {
-  const row = await db
+/**
+ * The one statement behind `GET /customers/{id}`: the customer with its projects (by name) as a JSON
+ * array. The bench's raw-SELECT floor runs the very same statement.
+ */
+export function customerWithProjectsQuery(db: Db, owner: Owner, id: string) {
+  return db
     .selectFrom('customers')
     .selectAll('customers')
     .select((eb) =>
@@ -44,8 +44,22 @@ export async function findCustomerWithProjects(
     )
     .where('partner_id', '=', owner.partnerId)
     .where('mode', '=', owner.mode)
-    .where('id', '=', id)
-    .executeTakeFirst();
+    .where('id', '=', id);
+}
+
+/** `GET /customers/{id}` runs thousands of times a second: its statement is compiled once. */
+const readCustomerWithProjects = precompile(
+  (query: Db, partnerId: string, mode: KeyMode, id: string) => customerWithProjectsQuery(query, { partnerId, mode }, id),
+  3,
+);
+
+/** The customer with its projects, in one read: the single-customer read is a hot path. */
+export async function findCustomerWithProjects(
+  db: Db,
+  owner: Owner,
+  id: string,
+): Promise<(CustomerRow & { projects: ProjectRow[] }) | undefined> {
+  const [row] = await readCustomerWithProjects(db, owner.partnerId, owner.mode, id);
   if (!row) return undefined;
   // JSON carries timestamps as strings.
   const projects = row.projects.map((p) => ({ ...p, created_at: new Date(p.created_at), updated_at: new Date(p.updated_at) }));

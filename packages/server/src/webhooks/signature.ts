@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, createSecretKey, randomBytes } from 'node:crypto';
 
 /** partner-api.md, Limits: 64 hexadecimal characters. */
 export function newSigningSecret(): string {
@@ -10,5 +10,7 @@ export function newSigningSecret(): string {
  * `<timestamp>.<raw body>`, keyed with the secret's 64 characters as ASCII bytes.
  */
 export function signDelivery(secret: string, timestamp: number, body: string): string {
-  return `sha256=${createHmac('sha256', Buffer.from(secret, 'ascii')).update(`${timestamp}.${body}`).digest('hex')}`;
+  // Through a KeyObject: Node's import of a bare Buffer key costs three times the HMAC (decision 193).
+  const key = createSecretKey(Buffer.from(secret, 'ascii'));
+  return `sha256=${createHmac('sha256', key).update(`${timestamp}.${body}`).digest('hex')}`;
 }

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 import { Type } from 'typebox';
 import { decodeCanonicalBase64url } from '../encoding.ts';
 import { validationError } from '../errors/catalogue.ts';
@@ -43,10 +43,11 @@ const TAG_BYTES = 16;
 const AAD = Buffer.from('tenantry cursor v1');
 
 export class CursorCodec {
-  readonly #key: Buffer;
+  /** A KeyObject, imported once: Node re-imports a Buffer key on every cipher it makes (decision 193). */
+  readonly #key: KeyObject;
 
   constructor(key: Buffer) {
-    this.#key = key;
+    this.#key = createSecretKey(key);
   }
 
   encode(list: string, filters: Record<string, unknown>, key: SortKey): string {

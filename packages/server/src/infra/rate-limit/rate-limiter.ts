@@ -21,6 +21,11 @@ export function createRateLimiter(db: Db, embedded: boolean, clock: Clock): Rate
   return embedded ? new MemoryRateLimiter(clock) : new SqlRateLimiter(db, clock);
 }
 
+/** Buckets of this process only, whatever the database: for limits that protect the process itself. */
+export function createLocalRateLimiter(clock: Clock): RateLimiter {
+  return new MemoryRateLimiter(clock);
+}
+
 class MemoryRateLimiter implements RateLimiter {
   readonly #tats = new Map<string, number>();
   readonly #clock: Clock;

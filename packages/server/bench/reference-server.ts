@@ -1,0 +1,83 @@
+import { createServer } from 'node:http';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Database } from '../src/app/database.ts';
+import { customerWithProjectsQuery } from '../src/customers/store.ts';
+import { PGlitePool } from '../src/infra/db/pglite-pool.ts';
+
+/**
+ * The floors of the bench, in their own process on the same Node as `tenantry serve`:
+ *
+ *   GET /bare            node:http alone: a JSON body like whoami's envelope, no framework, no log line
+ *   GET /customers/{id}  node:http and one SELECT: the very statement `GET /customers/{id}` runs (customer
+ *                        and its projects as JSON, compiled once by the same query builder), sent through the
+ *                        same driver (pg.Pool with the server's pool size, or PGlite) to the same database,
+ *                        answered as the same envelope. No authentication, no rate limit, no validation.
+ *
+ * Argument: a postgres:// URL, or the embedded database's directory (the server must be stopped: one process
+ * owns an embedded database). Prints `{"url": ...}` once listening.
+ */
+const target = process.argv[2] ?? '';
+const partnerId = process.argv[3] ?? 'bench';
+
+interface Driver {
+  query(text: string, params: readonly unknown[]): Promise<{ rows: unknown[] }>;
+  end(): Promise<void>;
+}
+
+async function driver(): Promise<Driver> {
+  if (target.startsWith('postgres')) {
+    const pool = new pg.Pool({ connectionString: target, max: 10 });
+    return { query: (text, params) => pool.query(text, [...params]), end: () => pool.end() };
+  }
+  const pool = await PGlitePool.open(target);
+  return {
+    query: async (text, params) => {
+      const client = await pool.connect();
+      try {
+        return await client.query(text, params);
+      } finally {
+        client.release();
+      }
+    },
+    end: () => pool.end(),
+  };
+}
+
+// The statement, compiled once by the query builder the product uses (a Kysely that never connects).
+const compiler = new Kysely<Database>({ dialect: new PostgresDialect({ pool: {} as pg.Pool }) });
+const compiled = customerWithProjectsQuery(compiler, { partnerId, mode: 'live' }, '$ID').compile();
+
+const db = await driver();
+const bare = Buffer.from(JSON.stringify({ status: 'success', data: { ok: true } }));
+const PREFIX = '/customers/';
+
+const server = createServer((request, response) => {
+  const url = request.url ?? '';
+  if (url === '/bare') {
+    response.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': bare.length }).end(bare);
+    return;
+  }
+  if (url.startsWith(PREFIX)) {
+    const id = decodeURIComponent(url.slice(PREFIX.length));
+    const params = compiled.parameters.map((p) => (p === '$ID' ? id : p));
+    db.query(compiled.sql, params).then(
+      ({ rows }) => {
+        if (rows.length === 0) {
+          response.writeHead(404).end();
+          return;
+        }
+        const body = JSON.stringify({ status: 'success', data: rows[0] });
+        response.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) }).end(body);
+      },
+      () => response.writeHead(500).end(),
+    );
+    return;
+  }
+  response.writeHead(404).end();
+});
+server.listen(0, '127.0.0.1', () => {
+  const address = server.address() as { port: number };
+  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${address.port}` })}\n`);
+});
+process.on('SIGTERM', () => server.close(() => db.end().then(() => process.exit(0))));

@@ -1,0 +1,52 @@
+import { sql } from 'kysely';
+import type { Db } from '../app/database.ts';
+import type { ApiKeyRow } from './keys-store.ts';
+
+/** `last_used_at` is kept to the minute: at most one write per key per minute (decision 13). */
+const TOUCH_INTERVAL_MS = 60_000;
+/** How long a use waits in memory before it is written, with the others of that second. */
+const FLUSH_AFTER_MS = 1_000;
+
+/**
+ * When each API key was last used, written in batches: a token exchange records the use in memory and
+ * answers; one UPDATE a second writes every key used since (decision 190). The operator's key list
+ * flushes first, so this process's uses are always visible there; another process's appear within a
+ * second. A process killed with -9 loses at most that second, which the minute's precision allows.
+ */
+export class KeyUsage {
+  readonly #db: Db;
+  readonly #pending = new Map<string, Date>();
+  #timer: NodeJS.Timeout | undefined;
+  #flushing: Promise<void> = Promise.resolve();
+
+  constructor(db: Db) {
+    this.#db = db;
+  }
+
+  /** Records that `row`'s key was used at `at`, unless its stored use is recent enough. */
+  record(row: ApiKeyRow, at: Date): void {
+    if (row.last_used_at && at.getTime() - row.last_used_at.getTime() < TOUCH_INTERVAL_MS) return;
+    this.#pending.set(row.kid, at);
+    this.#timer ??= setTimeout(() => {
+      this.flush().catch(() => {});
+    }, FLUSH_AFTER_MS).unref();
+  }
+
+  /** Writes every recorded use; resolves when they (and any write already under way) are stored. */
+  flush(): Promise<void> {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#pending.size === 0) return this.#flushing;
+    const uses = [...this.#pending];
+    this.#pending.clear();
+    const write = async () => {
+      // One statement for the batch; a newer stored use (another process's) is never moved back.
+      await sql`
+        update api_keys set last_used_at = used.at
+        from (values ${sql.join(uses.map(([kid, at]) => sql`(${kid}, ${at.toISOString()}::timestamptz)`))}) as used (kid, at)
+        where api_keys.kid = used.kid and (api_keys.last_used_at is null or api_keys.last_used_at < used.at)`.execute(this.#db);
+    };
+    this.#flushing = this.#flushing.then(write, write);
+    return this.#flushing;
+  }
+}
