@@ -165,7 +165,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       });
 
     // Background work resumes from the database: whatever a killed process left open is picked up here.
-    services.engine.start(options.enginePollMs);
+    await services.engine.start(options.enginePollMs);
     const partnerWatcher = config.watchPartners ? await startPartnerWatcher(config.watchPartners, services, logger) : undefined;
     await services.dispatcher.start(options.webhookPollMs);
 

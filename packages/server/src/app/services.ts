@@ -125,7 +125,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     callMs: options.sandboxCallMs,
   });
   const platform = platformRouter({ live: options.livePlatform?.(sandbox) ?? sandbox, test: sandbox });
-  const engine = new OperationEngine({ db, clock, logger, concurrency: embedded ? 1 : 4 });
+  const engine = new OperationEngine({ db, clock, logger, concurrency: embedded ? 1 : 4, exclusive: embedded });
   const onOperationOpened = () => engine.kick();
   const guard = new DestinationGuard(options.webhookResolver);
   const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger });

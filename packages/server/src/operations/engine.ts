@@ -13,14 +13,20 @@ import {
   hasLeasedDueOperations,
   lockLeasedOperation,
   type OperationRow,
+  releaseAllLeases,
+  renewLeases,
   scheduleNextLook,
 } from './store.ts';
 import type { OperationType } from './tables.ts';
 
 /** partner-api.md, States rule 5: provisioning unfinished after 15 minutes fails with PROVISIONING_TIMEOUT. */
 export const PROVISIONING_TIMEOUT_MS = 15 * 60 * 1000;
-/** How long a look may take before another process may take the operation over (platform calls are bounded below it). */
-export const LEASE_MS = 60_000;
+/**
+ * How long a claimed operation stays this process's without a sign of life. A look in progress
+ * renews it every `LEASE_MS / 4`, so a live process keeps an operation however long its platform
+ * call takes, and a killed one (kill -9, a lost machine) gives it up within this time.
+ */
+export const LEASE_MS = 20_000;
 /** A platform call of one look is given this long (its AbortSignal fires then). */
 const LOOK_TIMEOUT_MS = 45_000;
 const BATCH = 100;
@@ -59,6 +65,13 @@ export interface OperationEngineDeps {
   logger: Logger;
   /** Operations looked at at once per pass (the embedded database has one connection: 1). */
   concurrency: number;
+  /**
+   * Only this process opens the database (the embedded one, whose lock file keeps a second process
+   * out): at start, leases a killed predecessor left are given back at once instead of running out.
+   */
+  exclusive?: boolean;
+  /** The lease (default `LEASE_MS`; tests shorten it). */
+  leaseMs?: number;
 }
 
 /**
@@ -89,7 +102,11 @@ export class OperationEngine {
     this.#sweeps.push(sweep);
   }
 
-  start(pollMs = 250): void {
+  async start(pollMs = 250): Promise<void> {
+    if (this.#deps.exclusive) {
+      const released = await releaseAllLeases(this.#deps.db);
+      if (released > 0) this.#deps.logger.info({ released }, 'gave back operation leases a previous process left');
+    }
     this.#poller.start(pollMs);
   }
 
@@ -104,21 +121,38 @@ export class OperationEngine {
 
   /** One pass: the sweeps, then the due operations. Returns how many operations it looked at. */
   async runDue(partner?: { id: string; mode: KeyMode }): Promise<number> {
-    const { db, clock, concurrency } = this.#deps;
+    const { db, clock, concurrency, leaseMs = LEASE_MS } = this.#deps;
     for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
     const now = clock.now();
     const claimed = await claimDueOperations(db, {
       owner: this.#owner,
       now,
-      leaseUntil: new Date(now.getTime() + LEASE_MS),
+      leaseUntil: new Date(now.getTime() + leaseMs),
       limit: BATCH,
       ...(partner ? { partner } : {}),
     });
     const queue = [...claimed];
+    const held = new Set(claimed.map((op) => op.id));
     const worker = async () => {
-      for (let op = queue.shift(); op !== undefined; op = queue.shift()) await this.#look(op);
+      for (let op = queue.shift(); op !== undefined; op = queue.shift()) {
+        await this.#look(op);
+        held.delete(op.id);
+      }
     };
-    await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
+    // The leases of what this pass still holds are renewed while it works (a slow platform call
+    // must not let another process take the operation over).
+    const renewal = setInterval(() => {
+      if (held.size === 0) return;
+      const until = new Date(clock.nowMs() + leaseMs);
+      renewLeases(db, [...held], this.#owner, until).catch((err: unknown) =>
+        this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
+      );
+    }, leaseMs / 4);
+    try {
+      await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
+    } finally {
+      clearInterval(renewal);
+    }
     return claimed.length;
   }
 

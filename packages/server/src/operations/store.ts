@@ -192,6 +192,25 @@ export async function hasLeasedDueOperations(db: Db, partner: { id: string; mode
   return row !== undefined;
 }
 
+/** Extends this process's leases on operations it is still looking at. */
+export async function renewLeases(db: Db, ids: string[], owner: string, until: Date): Promise<void> {
+  await db.updateTable('operations').set({ lease_until: until }).where('id', 'in', ids).where('lease_owner', '=', owner).execute();
+}
+
+/**
+ * Gives back every lease (a process that alone opens the database starts: whoever held them is gone).
+ * Answers how many there were.
+ */
+export async function releaseAllLeases(db: Db): Promise<number> {
+  const result = await db
+    .updateTable('operations')
+    .set({ lease_owner: null, lease_until: null })
+    .where('lease_owner', 'is not', null)
+    .where('status', 'in', OPEN_STATUSES)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
 /** Locks an operation for its outcome, only while this process still holds its lease. */
 export async function lockLeasedOperation(trx: Db, id: string, owner: string): Promise<OperationRow | undefined> {
   return trx.selectFrom('operations').selectAll().where('id', '=', id).where('lease_owner', '=', owner).forUpdate().executeTakeFirst();
