@@ -22,6 +22,8 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
     TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
     TENANTRY_SANDBOX_DELAY_MS: '0',
     TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE,
+    // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
+    ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
   };
   const receiver = await new WebhookReceiver().listen();
   let server = await spawnServe(serveEnv, { keepOutput: false });

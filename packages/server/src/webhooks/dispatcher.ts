@@ -19,8 +19,11 @@ export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
 export const MAX_ATTEMPTS = RETRY_DELAYS_MS.length + 1;
 /** A process sends a claimed delivery within this (the 5 s timeout and then some); after a crash another takes it over. */
 const LEASE_MS = 15_000;
-/** Outcomes are written together once this long has passed since the first unwritten one. */
-const FLUSH_DELAY_MS = 10;
+/**
+ * Outcomes are written as soon as the previous write is done, all that arrived meanwhile in one
+ * transaction (a group commit): a write never waits for a timer, and a burst still makes few writes.
+ */
+const FLUSH_DELAY_MS = 0;
 
 export interface DispatcherDeps {
   db: Db;

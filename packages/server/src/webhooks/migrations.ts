@@ -50,4 +50,13 @@ export const webhookMigrations: Record<string, Migration> = {
       await sql`create index webhook_attempts_partner_idx on webhook_attempts (partner_id, mode, seq)`.execute(db);
     },
   },
+  '0033_webhooks_leased_idx': {
+    async up(db: Kysely<unknown>) {
+      // Every claim counts each receiver's deliveries in flight; without this it walked the receiver's
+      // whole backlog of pending rows (decision 197).
+      await sql`
+        create index events_delivery_leased_idx on events (partner_id, mode)
+        where delivery_state = 'pending' and delivery_lease_until is not null`.execute(db);
+    },
+  },
 };

@@ -1,6 +1,6 @@
 import https from 'node:https';
 import { isIP } from 'node:net';
-import { rootCertificates } from 'node:tls';
+import { createSecureContext, rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import type { DestinationGuard } from './destination.ts';
 
@@ -42,10 +42,13 @@ export class WebhookSender {
     // No per-origin socket limit: partners may share a receiver host (a webhook relay service), and
     // one partner's slow deliveries must not queue another's. The dispatcher bounds concurrency per
     // receiver instead.
+    // An extra CA goes in as one secure context built here, never as the `ca` option: Node's agent
+    // puts `ca` into the key of its socket pool, so every request would join and hash ~140 public CA
+    // certificates (180 KB), and every new connection would parse them again (decision 196).
     this.#agent = new https.Agent({
       keepAlive: true,
       maxFreeSockets: 16,
-      ...(options.extraCa ? { ca: [...rootCertificates, options.extraCa] } : {}),
+      ...(options.extraCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.extraCa] }) } : {}),
     });
   }
 
