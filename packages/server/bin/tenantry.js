@@ -26,6 +26,8 @@ function projectNode() {
 }
 
 if (major(process.versions.node) >= NEEDED) {
+  // The compile cache first, so that it covers every module of the CLI (src/cli/compile-cache.ts).
+  (await import('../src/cli/compile-cache.ts')).useCompileCache();
   await import('../src/cli/main.ts');
 } else {
   const node = projectNode();

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerImageCommands } from '../images/validate-command.ts';
 import { registerCapacityCommands } from './capacity-commands.ts';
+import { useCompileCache } from './compile-cache.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { registerListenCommands } from './listen-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
@@ -12,6 +13,9 @@ import { fetchAll } from './progress.ts';
 import { registerProvisioningCommands } from './provisioning-commands.ts';
 import { registerSecretKeyCommands } from './secret-key-commands.ts';
 import { registerServeCommand } from './serve-command.ts';
+
+// Before the modules a command loads on demand (the server, Kubernetes, bootstrap) are compiled.
+useCompileCache();
 
 const program = new Command('tenantry')
   .description('Tenantry: partner provisioning platform. Serve it, and operate partners, keys and the audit log.')

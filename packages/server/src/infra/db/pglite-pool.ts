@@ -17,6 +17,14 @@ export interface PoolClientLike {
   release(): void;
 }
 
+/**
+ * PostgreSQL settings of the embedded database. Its shared buffers live inside the WASM heap, which
+ * never shrinks: PostgreSQL's default of 128 MB made most of the server's resident memory. 32 MB holds
+ * the hot pages of a partner-sized database; the rest is read through the operating system's page
+ * cache (decision 198).
+ */
+export const EMBEDDED_SETTINGS: readonly string[] = ['-c', 'shared_buffers=32MB'];
+
 export class PGlitePool {
   readonly #db: PGlite;
   #busy = false;
@@ -28,7 +36,8 @@ export class PGlitePool {
 
   /** `dataDir` undefined keeps the database in memory (tests). */
   static async open(dataDir: string | undefined): Promise<PGlitePool> {
-    const db = dataDir === undefined ? new PGlite() : new PGlite(dataDir);
+    const options = { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS] };
+    const db = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
     await db.waitReady;
     return new PGlitePool(db);
   }
