@@ -49,6 +49,11 @@ export interface FieldProblem {
   message: string;
 }
 
+/**
+ * An answer to the client in the error envelope: expected, not a fault, so it carries no stack trace.
+ * Capturing one cost 6 to 14 µs for every 401, 404 or 429, which a flood of bad requests pays
+ * (decision 200); unexpected errors keep theirs for the log.
+ */
 export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
@@ -62,7 +67,10 @@ export class ApiError extends Error {
     message: string,
     options: { details?: ErrorDetails; retryAfter?: number; headers?: Record<string, string> } = {},
   ) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'ApiError';
     this.code = code;
     this.status = ERROR_CATALOGUE[code].status;
