@@ -18,8 +18,11 @@ async function bareNode(): Promise<{ url: string; pid: number; stop(): void }> {
   return { url, pid: child.pid ?? 0, stop: () => child.kill('SIGTERM') };
 }
 
-/** A console session cookie of a customer's owner, as a browser gets it from a login link. */
-async function consoleSession(server: Awaited<ReturnType<typeof spawnServe>>): Promise<string> {
+/**
+ * A console session cookie of a customer's owner, as a browser gets it from a login link, and the
+ * namespace of the customer's first project (named after the partner's customer prefix).
+ */
+async function consoleSession(server: Awaited<ReturnType<typeof spawnServe>>): Promise<{ cookie: string; namespace: string }> {
   await operator(server, 'POST', '/partners', {
     id: 'images-bench',
     display_name: 'Images bench',
@@ -35,14 +38,22 @@ async function consoleSession(server: Awaited<ReturnType<typeof spawnServe>>): P
     return (await response.json()) as { data: Record<string, unknown> };
   };
   await api('POST', '/customers', { id: 'bench', owner: { username: 'owner', email: 'owner@bench.example' } });
+  let namespace = '';
   for (;;) {
     const customer = await api('GET', '/customers/bench');
-    if (customer.data.status === 'active') break;
+    if (customer.data.status === 'active') {
+      namespace = String((customer.data.projects as { namespace: string }[])[0]?.namespace);
+      break;
+    }
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   const login = await api('POST', '/customers/bench/users/owner/console-login');
   const opened = await fetch(String(login.data.url), { redirect: 'manual' });
-  return (opened.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  const cookie = (opened.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+  // Every measured request must be the real answer: a wrong namespace would measure 404s.
+  const check = await fetch(`${server.partnerUrl}/api/create-vm/${namespace}/os-images`, { headers: { cookie } });
+  if (check.status !== 200) throw new Error(`os-images answered ${check.status}: ${await check.text()}`);
+  return { cookie, namespace };
 }
 
 export async function benchImages(label: string, env: Record<string, string>): Promise<{ results: Result[]; notes: string[] }> {
@@ -55,14 +66,20 @@ export async function benchImages(label: string, env: Record<string, string>): P
   }
   const measured: Result[] = [baseline];
   const server = await spawnServe(
-    { ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '0' },
+    {
+      ...env,
+      TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
+      TENANTRY_SANDBOX_DELAY_MS: '0',
+      // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
+      ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
+    },
     { keepOutput: false },
   );
   try {
-    const cookie = await consoleSession(server);
+    const { cookie, namespace } = await consoleSession(server);
     measured.push(
       await load(`${label}: (j) GET os-images`, server.child.pid ?? 0, {
-        url: `${server.partnerUrl}/api/create-vm/bench-default/os-images`,
+        url: `${server.partnerUrl}/api/create-vm/${namespace}/os-images`,
         headers: { cookie },
       }),
     );
