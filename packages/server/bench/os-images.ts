@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { spawnServe } from '../test/serve-process.ts';
-import { load, OPERATOR_TOKEN, operator, partnerToken, type Result } from './common.ts';
+import { loadInterleaved, OPERATOR_TOKEN, operator, partnerToken, type Result } from './common.ts';
 
 async function bareNode(): Promise<{ url: string; pid: number; stop(): void }> {
   const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-node-server.ts', import.meta.url))], {
@@ -58,13 +58,6 @@ async function consoleSession(server: Awaited<ReturnType<typeof spawnServe>>): P
 
 export async function benchImages(label: string, env: Record<string, string>): Promise<{ results: Result[]; notes: string[] }> {
   const bare = await bareNode();
-  let baseline: Result;
-  try {
-    baseline = await load('(j) bare node:http route', bare.pid, { url: `${bare.url}/os-images` });
-  } finally {
-    bare.stop();
-  }
-  const measured: Result[] = [baseline];
   const server = await spawnServe(
     {
       ...env,
@@ -75,17 +68,23 @@ export async function benchImages(label: string, env: Record<string, string>): P
     },
     { keepOutput: false },
   );
+  let measured: Result[];
   try {
     const { cookie, namespace } = await consoleSession(server);
-    measured.push(
-      await load(`${label}: (j) GET os-images`, server.child.pid ?? 0, {
-        url: `${server.partnerUrl}/api/create-vm/${namespace}/os-images`,
-        headers: { cookie },
-      }),
-    );
+    // Interleaved rounds (bare, served, bare...): a neighbour's burst on a shared machine hits both sides.
+    measured = await loadInterleaved([
+      { name: '(j) bare node:http route', pid: bare.pid, options: { url: `${bare.url}/os-images` } },
+      {
+        name: `${label}: (j) GET os-images`,
+        pid: server.child.pid ?? 0,
+        options: { url: `${server.partnerUrl}/api/create-vm/${namespace}/os-images`, headers: { cookie } },
+      },
+    ]);
   } finally {
+    bare.stop();
     await server.stop();
   }
+  const baseline = measured[0] as Result;
   return {
     results: measured,
     notes: measured

@@ -310,7 +310,7 @@ process.stdout.write(
 // BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part; all by default.
 const only = process.env.BENCH_ONLY;
 const HOT_ONLY = only === 'hot';
-// BENCH_DATABASES=pglite or postgres runs the api part on one database.
+// BENCH_DATABASES=pglite or postgres runs the api and images parts on one database.
 const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
 const rows: Row[] = [];
 const notes: Notes = { lines: [] };
@@ -344,10 +344,15 @@ if (only === undefined || only === 'sdk') {
   notes.lines.push(...(await benchSdk('PGlite', embedded())));
 }
 if (only === undefined || only === 'images') {
-  const images = await benchImages('PGlite', embedded());
-  const [bareImages, ...served] = images.results;
-  if (bareImages) rows.push({ result: bareImages }, ...served.map((result) => ({ result, floor: bareImages, goal: 0.8 })));
-  notes.lines.push(...images.notes);
+  for (const images of [
+    ...(DATABASES.includes('pglite') ? [await benchImages('PGlite', embedded())] : []),
+    ...(DATABASES.includes('postgres') ? [await onPostgres((env) => benchImages('PostgreSQL', env))] : []),
+  ]) {
+    if (!images) continue;
+    const [bareImages, ...served] = images.results;
+    if (bareImages) rows.push({ result: bareImages }, ...served.map((result) => ({ result, floor: bareImages, goal: 0.8 })));
+    notes.lines.push(...images.notes);
+  }
 }
 print(rows);
 process.stdout.write(`\n${notes.lines.join('\n')}\n`);
