@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Config } from '../config/config.ts';
+import { onEventsRecorded } from '../events/store.ts';
 import type { EventStreamOptions } from '../events/stream.ts';
 import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
@@ -168,6 +169,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await services.engine.start(options.enginePollMs);
     const partnerWatcher = config.watchPartners ? await startPartnerWatcher(config.watchPartners, services, logger) : undefined;
     await services.dispatcher.start(options.webhookPollMs);
+    // Events committed here wake the dispatcher at once; the poll interval covers other processes' events.
+    const stopEventWakes = onEventsRecorded(() => services.dispatcher.eventsRecorded());
 
     const maintenance = setInterval(() => {
       const now = clock.now();
@@ -212,6 +215,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           await Promise.all([partnerApp.close(), operatorApp.close()]);
           await partnerWatcher?.stop();
           await services.engine.stop();
+          stopEventWakes();
           await services.dispatcher.stop();
           await services.images.stop();
           services.webhookSender.close();

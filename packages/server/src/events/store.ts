@@ -1,4 +1,5 @@
 import type { Db } from '../app/database.ts';
+import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { initialDeliveryState } from '../webhooks/store.ts';
@@ -24,7 +25,23 @@ export interface NewEvent<T extends EventType = EventType> {
  * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
  * partner's receiver wants it.
  */
+const recordedListeners = new Set<() => void>();
+
+/**
+ * Calls `listener` after each commit that recorded events (the webhook dispatcher wakes on it, instead
+ * of polling for them). Returns the function that stops the calls.
+ */
+export function onEventsRecorded(listener: () => void): () => void {
+  recordedListeners.add(listener);
+  return () => recordedListeners.delete(listener);
+}
+
+function announceRecorded(): void {
+  for (const listener of recordedListeners) listener();
+}
+
 export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
+  afterCommit(announceRecorded);
   const id = newId('delivery');
   await trx
     .insertInto('events')

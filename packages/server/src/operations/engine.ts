@@ -30,6 +30,12 @@ export const LEASE_MS = 20_000;
 /** A platform call of one look is given this long (its AbortSignal fires then). */
 const LOOK_TIMEOUT_MS = 45_000;
 const BATCH = 100;
+/**
+ * The background loop runs the sweeps at most this often (a grace period's end, a quota to apply again,
+ * a user left half-done: all on the scale of seconds or more), while it claims due operations on every
+ * pass. A pass asked for by a partner's test clock, or called directly, always sweeps.
+ */
+const SWEEP_EVERY_MS = 1_000;
 /** Backoff after a look that could not move (platform unavailable, an unexpected error): 1 s doubling to 5 minutes. */
 const BACKOFF_BASE_MS = 1_000;
 const BACKOFF_MAX_MS = 5 * 60_000;
@@ -88,10 +94,20 @@ export class OperationEngine {
   readonly #sweeps: Sweep[] = [];
   readonly #owner = `engine-${randomBytes(6).toString('hex')}`;
   readonly #poller: Poller;
+  /** When the background loop last swept (monotonic, not the injectable clock: this paces CPU, not rules). */
+  #sweptAt = Number.NEGATIVE_INFINITY;
 
   constructor(deps: OperationEngineDeps) {
     this.#deps = deps;
-    this.#poller = new Poller('operation engine', async () => (await this.runDue()) >= BATCH, deps.logger);
+    this.#poller = new Poller(
+      'operation engine',
+      async () => {
+        const sweep = performance.now() - this.#sweptAt >= SWEEP_EVERY_MS;
+        if (sweep) this.#sweptAt = performance.now();
+        return (await this.runDue(undefined, { sweep })) >= BATCH;
+      },
+      deps.logger,
+    );
   }
 
   register<Locked>(type: OperationType, handler: OperationHandler<Locked>): void {
@@ -102,7 +118,7 @@ export class OperationEngine {
     this.#sweeps.push(sweep);
   }
 
-  async start(pollMs = 250): Promise<void> {
+  async start(pollMs = 1_000): Promise<void> {
     if (this.#deps.exclusive) {
       const released = await releaseAllLeases(this.#deps.db);
       if (released > 0) this.#deps.logger.info({ released }, 'gave back operation leases a previous process left');
@@ -119,10 +135,10 @@ export class OperationEngine {
     return this.#poller.stop();
   }
 
-  /** One pass: the sweeps, then the due operations. Returns how many operations it looked at. */
-  async runDue(partner?: { id: string; mode: KeyMode }): Promise<number> {
+  /** One pass: the sweeps (unless told not to), then the due operations. Returns how many operations it looked at. */
+  async runDue(partner?: { id: string; mode: KeyMode }, options: { sweep?: boolean } = {}): Promise<number> {
     const { db, clock, concurrency, leaseMs = LEASE_MS } = this.#deps;
-    for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
+    if (options.sweep !== false) for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
     const now = clock.now();
     const claimed = await claimDueOperations(db, {
       owner: this.#owner,
@@ -205,6 +221,7 @@ export class OperationEngine {
       if (outcome.state === 'in_progress') {
         const until = deadline && outcome.until > deadline ? deadline : outcome.until;
         await scheduleNextLook(this.#deps.db, op, this.#owner, { dueAt: until, now });
+        this.#poller.wakeIn(until.getTime() - now.getTime());
       } else if (outcome.state === 'unavailable') {
         if (isFirstOrMilestone(op))
           logger.warn(
@@ -212,12 +229,10 @@ export class OperationEngine {
             'platform not answering; will look again',
           );
         const backoff = outcome.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** Math.min(op.failed_looks, 20));
-        const dueAt = new Date(now.getTime() + backoff);
-        await scheduleNextLook(this.#deps.db, op, this.#owner, {
-          dueAt: deadline && dueAt > deadline ? deadline : dueAt,
-          now,
-          problem: outcome.reason,
-        });
+        const backoffUntil = new Date(now.getTime() + backoff);
+        const dueAt = deadline && backoffUntil > deadline ? deadline : backoffUntil;
+        await scheduleNextLook(this.#deps.db, op, this.#owner, { dueAt, now, problem: outcome.reason });
+        this.#poller.wakeIn(dueAt.getTime() - now.getTime());
       } else {
         await this.#finish(op, handler as OperationHandler, outcome, ctx);
       }

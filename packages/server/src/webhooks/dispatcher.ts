@@ -24,6 +24,8 @@ const LEASE_MS = 15_000;
  * transaction (a group commit): a write never waits for a timer, and a burst still makes few writes.
  */
 const FLUSH_DELAY_MS = 0;
+/** How long after a commit that recorded events the dispatcher claims them (events close together share a pass). */
+const WAKE_DELAY_MS = 5;
 
 export interface DispatcherDeps {
   db: Db;
@@ -87,7 +89,7 @@ export class WebhookDispatcher {
     );
   }
 
-  async start(pollMs = 100): Promise<void> {
+  async start(pollMs = 1_000): Promise<void> {
     if (this.#deps.embedded) {
       await this.#deps.db
         .updateTable('events')
@@ -102,6 +104,14 @@ export class WebhookDispatcher {
   /** Asks for a pass as soon as possible. */
   kick(): void {
     this.#poller.kick();
+  }
+
+  /**
+   * New events were committed: a pass comes in a few milliseconds, so events committed close
+   * together are claimed by one pass (the interval is only the safety net for other processes' events).
+   */
+  eventsRecorded(): void {
+    this.#poller.wakeIn(WAKE_DELAY_MS);
   }
 
   /** Stops claiming, lets deliveries in flight finish (at most their timeout) and records them. */
@@ -235,6 +245,8 @@ export class WebhookDispatcher {
     if (state === 'failed') {
       logger.info({ delivery_id: row.id, partner: row.partner_id, attempts: attempt, error: result.error }, 'webhook delivery dropped');
     }
+    // The retry's time is known: a pass comes then, not at the next interval.
+    if (again) this.#poller.wakeIn(delay);
     // Outcomes finishing close together are written together.
     this.#flushTimer ??= setTimeout(() => {
       this.flush().catch((err: unknown) => logger.warn({ err }, 'recording webhook outcomes failed; their leases will expire'));

@@ -7,10 +7,22 @@ import type { Kysely, Transaction, TransactionBuilder } from 'kysely';
  * platform call made while a transaction (and its row locks, and on the embedded database the one
  * connection) is held fails at once instead of stalling everyone behind a slow network call.
  */
-const inside = new AsyncLocalStorage<true>();
+const inside = new AsyncLocalStorage<{ afterCommit: (() => void)[] }>();
 
 export function inTransaction(): boolean {
-  return inside.getStore() === true;
+  return inside.getStore() !== undefined;
+}
+
+/**
+ * Runs `callback` once the transaction running now has committed (not at all if it rolls back), or
+ * soon if none is running. For telling others about rows they can only see after the commit, such
+ * as waking a background loop; a callback's error is not the transaction's, and it is the callback's
+ * to handle.
+ */
+export function afterCommit(callback: () => void): void {
+  const transaction = inside.getStore();
+  if (transaction) transaction.afterCommit.push(callback);
+  else queueMicrotask(callback);
 }
 
 /** Marks every transaction of `db` (and of the builders it hands out). Returns `db`. */
@@ -25,7 +37,13 @@ function marked<DB>(builder: TransactionBuilder<DB>): TransactionBuilder<DB> {
     get(target, property, receiver) {
       if (property === 'execute') {
         return function execute<T>(callback: (trx: Transaction<DB>) => Promise<T>): Promise<T> {
-          return target.execute((trx) => inside.run(true, () => callback(trx)));
+          const transaction = { afterCommit: [] as (() => void)[] };
+          return target
+            .execute((trx) => inside.run(transaction, () => callback(trx)))
+            .then((result) => {
+              for (const committed of transaction.afterCommit) committed();
+              return result;
+            });
         };
       }
       const value = Reflect.get(target, property, receiver);

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { testDatabases } from '../../../test/harness.ts';
+import type { DatabaseHandle } from './database.ts';
+import { afterCommit, inTransaction } from './transactions.ts';
+
+for (const target of testDatabases()) {
+  describe(`transactions (${target.name})`, () => {
+    let handle: DatabaseHandle;
+    let drop: () => Promise<void>;
+    before(async () => {
+      const created = await target.create();
+      drop = created.drop;
+      handle = created.handle as unknown as DatabaseHandle;
+      await sql`create table marks (id text primary key)`.execute(handle.db);
+    });
+    after(() => drop?.());
+
+    test('inside a transaction, and only there, code knows it is inside one', async () => {
+      assert.equal(inTransaction(), false);
+      await handle.db.transaction().execute(async () => {
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.equal(inTransaction(), true);
+      });
+      assert.equal(inTransaction(), false);
+    });
+
+    test('afterCommit runs once the commit is done: what it reads is there', async () => {
+      let seen: unknown[] | undefined;
+      await handle.db.transaction().execute(async (trx) => {
+        await sql`insert into marks values ('committed')`.execute(trx);
+        afterCommit(() => {
+          // Read through the pool, outside the transaction: only committed rows are visible here.
+          void sql<{ id: string }>`select id from marks where id = 'committed'`.execute(handle.db).then((result) => {
+            seen = result.rows;
+          });
+        });
+        assert.equal(seen, undefined, 'nothing runs before the commit');
+      });
+      for (let i = 0; i < 100 && seen === undefined; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.deepEqual(seen, [{ id: 'committed' }]);
+    });
+
+    test('afterCommit never runs for a transaction that rolls back', async () => {
+      let ran = false;
+      await assert.rejects(
+        handle.db.transaction().execute(async (trx) => {
+          await sql`insert into marks values ('rolled-back')`.execute(trx);
+          afterCommit(() => {
+            ran = true;
+          });
+          throw new Error('refused');
+        }),
+        /refused/,
+      );
+      // The callback would have run synchronously after the commit, before execute() settled.
+      assert.equal(ran, false);
+    });
+
+    test('outside a transaction, afterCommit runs soon', async () => {
+      const ran = await new Promise<boolean>((resolve) => afterCommit(() => resolve(true)));
+      assert.equal(ran, true);
+    });
+  });
+}
