@@ -19,12 +19,6 @@ export interface NewEvent<T extends EventType = EventType> {
   at: Date;
 }
 
-/**
- * Records an event in the caller's transaction, the one that made the change
- * it reports (the outbox): the change and its event commit together or not at
- * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
- * partner's receiver wants it.
- */
 const recordedListeners = new Set<() => void>();
 
 /**
@@ -40,6 +34,12 @@ function announceRecorded(): void {
   for (const listener of recordedListeners) listener();
 }
 
+/**
+ * Records an event in the caller's transaction, the one that made the change
+ * it reports (the outbox): the change and its event commit together or not at
+ * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
+ * partner's receiver wants it.
+ */
 export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
   afterCommit(announceRecorded);
   const id = newId('delivery');
