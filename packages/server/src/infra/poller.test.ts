@@ -46,6 +46,23 @@ function counted(pass: (n: number) => Promise<boolean> = async () => false) {
   };
 }
 
+/** Starts a poller whose first pass calls `during` and stays in progress until the next macrotask. */
+function duringFirstPass(during: (poller: Poller) => void) {
+  let release: () => void = () => {};
+  const made = counted(async (n) => {
+    if (n === 1) {
+      during(made.poller);
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    }
+    return false;
+  });
+  made.poller.start(NEVER_MS);
+  setImmediate(() => release());
+  return made;
+}
+
 describe('Poller', () => {
   it('runs a pass at start and at each kick', async () => {
     const { poller, pass, passes } = counted();
@@ -71,21 +88,11 @@ describe('Poller', () => {
   });
 
   it('keeps a wake asked for during a pass, and the earliest of several', async () => {
-    let release: () => void = () => {};
-    const { poller, pass } = counted(async (n) => {
-      if (n === 1) {
-        // While the first pass runs: a wake far away, then a near one.
-        poller.wakeIn(NEVER_MS / 2);
-        poller.wakeIn(20);
-        await new Promise<void>((resolve) => {
-          release = resolve;
-        });
-      }
-      return false;
+    const { poller, pass } = duringFirstPass((poller) => {
+      // While the first pass runs: a wake far away, then a near one.
+      poller.wakeIn(NEVER_MS / 2);
+      poller.wakeIn(20);
     });
-    poller.start(NEVER_MS);
-    await new Promise((resolve) => setImmediate(resolve));
-    release();
     await pass(2);
     await poller.stop();
   });
@@ -112,20 +119,10 @@ describe('Poller', () => {
   });
 
   it('a kick during a pass gives one more pass after it', async () => {
-    let release: () => void = () => {};
-    const { poller, pass } = counted(async (n) => {
-      if (n === 1) {
-        poller.kick();
-        poller.kick();
-        await new Promise<void>((resolve) => {
-          release = resolve;
-        });
-      }
-      return false;
+    const { poller, pass } = duringFirstPass((poller) => {
+      poller.kick();
+      poller.kick();
     });
-    poller.start(NEVER_MS);
-    await new Promise((resolve) => setImmediate(resolve));
-    release();
     await pass(2);
     await poller.stop();
   });

@@ -58,6 +58,18 @@ for (const target of testDatabases()) {
       assert.equal(ran, false);
     });
 
+    test('one callback asked for twice in a transaction runs once after its commit', async () => {
+      let runs = 0;
+      const count = () => {
+        runs++;
+      };
+      await handle.db.transaction().execute(async () => {
+        afterCommit(count);
+        afterCommit(count);
+      });
+      assert.equal(runs, 1);
+    });
+
     test('outside a transaction, afterCommit runs soon', async () => {
       const ran = await new Promise<boolean>((resolve) => afterCommit(() => resolve(true)));
       assert.equal(ran, true);

@@ -21,8 +21,9 @@ export function inTransaction(): boolean {
  */
 export function afterCommit(callback: () => void): void {
   const transaction = inside.getStore();
-  if (transaction) transaction.afterCommit.push(callback);
-  else queueMicrotask(callback);
+  if (!transaction) queueMicrotask(callback);
+  // The same callback asked for twice (several events in one transaction) runs once.
+  else if (!transaction.afterCommit.includes(callback)) transaction.afterCommit.push(callback);
 }
 
 /** Marks every transaction of `db` (and of the builders it hands out). Returns `db`. */
