@@ -96,6 +96,8 @@ export interface TestServer extends RunningServer {
 
 export interface TestServerOptions {
   env?: Record<string, string>;
+  /** The captured log's level (default info, the server's own default). */
+  logLevel?: pino.Level;
   partnerRoutes?: FastifyPluginAsync<{ services: Services }>[];
   clock?: ManualClock;
   sandboxAddressRanges?: number;
@@ -133,7 +135,7 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
   const server = await startServer(config, {
     clock,
     database: handle,
-    logger: pino({ level: 'info' }, sink),
+    logger: pino({ level: options.logLevel ?? 'info' }, sink),
     ...(options.partnerRoutes ? { partnerRoutes: options.partnerRoutes } : {}),
     ...(options.sandboxAddressRanges !== undefined ? { sandboxAddressRanges: options.sandboxAddressRanges } : {}),
     // Tests move a manual clock and then read; a short poll keeps the background engine close behind.

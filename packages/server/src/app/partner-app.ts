@@ -41,7 +41,11 @@ export const API_VERSION = '1.0.0';
 export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
   const fastPath = osImagesFastPath({ access: services.consoleSessions, images: services.images, logger, api: 'partner-api' });
-  const app = createHttpApp(logger, 'partner-api', { trustProxy, fastPath });
+  const app = createHttpApp(logger, 'partner-api', { trustProxy, fastPath: fastPath.answer });
+  app.addHook('onClose', (_instance, done) => {
+    fastPath.close();
+    done();
+  });
   // Before any route: the document is built from the routes as they are added.
   await registerOpenApi(app, { version: API_VERSION });
   const partnerRoutes: PartnerRoute[] = [];

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Clock } from '../infra/clock.ts';
 import type { ConsoleService, ConsoleSession } from './service.ts';
 
@@ -53,5 +53,5 @@ export class ConsoleSessionCache {
 
 /** Entries are keyed by a hash: the cache never holds a usable cookie. */
 function keyOf(sessionId: string): string {
-  return createHash('sha256').update(sessionId).digest('base64url');
+  return hash('sha256', sessionId, 'base64url');
 }

@@ -99,8 +99,16 @@ for (const target of testDatabases()) {
         for (const header of ['content-type', 'cache-control', 'content-length'])
           assert.equal(second.headers.get(header), first.headers.get(header), header);
         assert.notEqual(second.headers.get('x-request-id'), first.headers.get('x-request-id'));
-        const line = server.logs.find((l) => l.request_id === second.headers.get('x-request-id'));
-        assert.deepEqual([line?.route, line?.status, line?.api], ['/api/create-vm/:namespace/os-images', 200, 'partner-api']);
+        // Logged per request at debug only; at info the reads answered from memory are counted (see below).
+        assert.equal(
+          server.logs.some((l) => l.request_id === second.headers.get('x-request-id')),
+          false,
+        );
+        const framework = server.logs.find((l) => l.request_id === first.headers.get('x-request-id'));
+        assert.deepEqual(
+          [framework?.route, framework?.status, framework?.api],
+          ['/api/create-vm/:namespace/os-images', 200, 'partner-api'],
+        );
         // Another namespace or a query string go the framework's way, with its errors.
         assertError(await images('catalogue-globex-default', cookie), 404, 'NOT_FOUND');
         assertError(
@@ -179,6 +187,31 @@ for (const target of testDatabases()) {
       assert.equal(ready.body.details.os_images.status, 'unreadable');
       assert.match(String(ready.body.details.os_images.problem), /no such file/);
       writeFileSync(file, stringify({ images: [ENTRY] }));
+    });
+
+    test('reads answered from memory: one line each at debug, and counted in one info line a minute and at stop', async () => {
+      const own = await startTestServer(target, { logLevel: 'debug' });
+      try {
+        const q = await partnerWithModes(own, 'counted');
+        await activeCustomer(own, q.live, 'acme', { owner: { username: 'alice', email: 'alice@acme.example' } });
+        const { cookie } = await consoleCookie(own, q.live, 'acme', 'alice');
+        const read = () => http(own.partnerUrl, 'GET', '/api/create-vm/counted-acme-default/os-images', { headers: { cookie } });
+        assert.equal((await read()).status, 200, 'the first read goes through the framework and caches the session');
+        const ids: (string | null)[] = [];
+        for (let i = 0; i < 3; i++) ids.push((await read()).headers.get('x-request-id'));
+        const perRequest = own.logs.filter((l) => ids.includes(l.request_id as string));
+        assert.deepEqual(
+          perRequest.map((l) => [l.level, l.msg, l.status, l.from_memory]),
+          ids.map(() => [20, 'request', 200, true]),
+        );
+      } finally {
+        await own.stop();
+      }
+      const summaries = own.logs.filter((l) => l.msg === 'requests answered from memory');
+      assert.deepEqual(
+        summaries.map((l) => [l.level, l.api, l.route, l.status, l.requests]),
+        [[30, 'partner-api', '/api/create-vm/:namespace/os-images', 200, 3]],
+      );
     });
   });
 }
