@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -95,6 +96,19 @@ for (const target of testDatabases()) {
       try {
         const second = await images('catalogue-acme-default', cookie);
         assert.equal(reads, 0, 'no database read for a cached session');
+        // Among other cookies, in one header or in several, as browsers and proxies send them.
+        assert.equal((await images('catalogue-acme-default', `theme=dark; ${cookie}; lang=en`)).status, 200);
+        const split = await new Promise<number | undefined>((resolve, reject) => {
+          const url = `${server.partnerUrl}/api/create-vm/catalogue-acme-default/os-images`;
+          // Two header lines, which fetch would join into one (a list of headers gets no Host of its own).
+          const headers = ['host', new URL(url).host, 'cookie', 'theme=dark', 'cookie', cookie];
+          httpGet(url, { headers }, (response) => {
+            response.resume();
+            resolve(response.statusCode);
+          }).on('error', reject);
+        });
+        assert.equal(split, 200);
+        assert.equal(reads, 0, 'other cookies do not keep the read from memory');
         assert.equal(second.text, first.text);
         for (const header of ['content-type', 'cache-control', 'content-length'])
           assert.equal(second.headers.get(header), first.headers.get(header), header);
