@@ -1,5 +1,6 @@
 import type { Selectable } from 'kysely';
 import type { Db } from '../app/database.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import type { PartnerStatus } from '../partners/tables.ts';
 import type { ApiKeysTable } from './tables.ts';
 
@@ -12,14 +13,20 @@ export interface KeyWithPartner extends ApiKeyRow {
   partner_scopes: string[];
 }
 
+/** The key and its partner's state, for every token exchange: compiled once (decision 192). */
+const keyWithPartner = precompile(
+  (db: Db, kid: string) =>
+    db
+      .selectFrom('api_keys')
+      .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
+      .selectAll('api_keys')
+      .select(['partners.status as partner_status', 'partners.ready_at as partner_ready_at', 'partners.scopes as partner_scopes'])
+      .where('api_keys.kid', '=', kid),
+  1,
+);
+
 export async function findKeyWithPartner(db: Db, kid: string): Promise<KeyWithPartner | undefined> {
-  return db
-    .selectFrom('api_keys')
-    .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
-    .selectAll('api_keys')
-    .select(['partners.status as partner_status', 'partners.ready_at as partner_ready_at', 'partners.scopes as partner_scopes'])
-    .where('api_keys.kid', '=', kid)
-    .executeTakeFirst();
+  return (await keyWithPartner(db, kid))[0];
 }
 
 export async function insertKey(trx: Db, row: ApiKeyRow): Promise<void> {

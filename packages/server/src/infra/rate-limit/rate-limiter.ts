@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Clock } from '../clock.ts';
+import { precompile } from '../db/precompiled.ts';
 import { type BucketPolicy, describe, intervalMs, type RateDecision, step, toleranceMs } from './gcra.ts';
 import type { RateLimitTables } from './tables.ts';
 
@@ -50,6 +51,30 @@ class MemoryRateLimiter implements RateLimiter {
     for (const [key, tat] of this.#tats) if (tat <= nowMs) this.#tats.delete(key);
   }
 }
+
+/**
+ * One atomic reservation of up to `want` tokens from a shared bucket: the same arithmetic as
+ * gcra.step(), for several tokens at once, evaluated on the row under its lock. Compiled once
+ * (decision 192): on PostgreSQL every token exchange runs it.
+ */
+const reserveTokens = precompile(
+  (db: Db, key: string, nowMs: number, interval: number, capacity: number, want: number, refundMs: number) => {
+    const base = sql<number>`greatest(rate_limits.tat_ms - ${refundMs}::float8, ${nowMs}::float8)`;
+    const available = sql<number>`greatest(0, floor((${capacity}::float8 - (${base} - ${nowMs}::float8)) / ${interval}::float8))`;
+    const granted = sql<number>`least(${want}::float8, ${available})`;
+    return db
+      .insertInto('rate_limits')
+      .values({ key, tat_ms: sql<number>`${nowMs}::float8 + ${interval}::float8`, granted: 1 })
+      .onConflict((oc) =>
+        oc.column('key').doUpdateSet({
+          granted,
+          tat_ms: sql<number>`${base} + ${granted} * ${interval}::float8`,
+        }),
+      )
+      .returning(['tat_ms', 'granted']);
+  },
+  6,
+);
 
 /** How long a process may hold tokens it reserved from a shared bucket. */
 const LEASE_MS = 250;
@@ -133,21 +158,8 @@ class SqlRateLimiter implements RateLimiter {
     const maxBatch = Math.max(1, Math.min(100, Math.floor(policy.burst / 4)));
     const want = Math.min(maxBatch, live && lease ? lease.demand + 1 : 1);
     const refund = !live && lease ? lease.tokens : 0;
-    // The same arithmetic as gcra.step(), for `want` tokens at once, evaluated on the row under its lock.
-    const base = sql<number>`greatest(rate_limits.tat_ms - ${refund * interval}::float8, ${nowMs}::float8)`;
-    const available = sql<number>`greatest(0, floor((${tolerance + interval}::float8 - (${base} - ${nowMs}::float8)) / ${interval}::float8))`;
-    const granted = sql<number>`least(${want}::float8, ${available})`;
-    const row = await this.#db
-      .insertInto('rate_limits')
-      .values({ key, tat_ms: nowMs + interval, granted: 1 })
-      .onConflict((oc) =>
-        oc.column('key').doUpdateSet({
-          granted,
-          tat_ms: sql<number>`${base} + ${granted} * ${interval}::float8`,
-        }),
-      )
-      .returning(['tat_ms', 'granted'])
-      .executeTakeFirstOrThrow();
+    const [row] = await reserveTokens(this.#db, key, nowMs, interval, tolerance + interval, want, refund * interval);
+    if (!row) throw new Error('rate limit reservation returned no row');
     const tat = Number(row.tat_ms);
     const grantedNow = Number(row.granted);
     const after = describe(tat, nowMs, grantedNow > 0, policy);
