@@ -310,7 +310,7 @@ process.stdout.write(
 // BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part; all by default.
 const only = process.env.BENCH_ONLY;
 const HOT_ONLY = only === 'hot';
-// BENCH_DATABASES=pglite or postgres runs the api and images parts on one database.
+// BENCH_DATABASES=pglite or postgres runs the api, webhooks and images parts on one database.
 const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
 const rows: Row[] = [];
 const notes: Notes = { lines: [] };
@@ -337,8 +337,8 @@ if (only === undefined || only === 'quotas') {
   notes.lines.push(...((await onPostgres((env) => benchQuotas('PostgreSQL', env))) ?? []));
 }
 if (only === undefined || only === 'webhooks') {
-  notes.lines.push(...(await benchWebhooks('PGlite', embedded())));
-  notes.lines.push(...((await onPostgres((env) => benchWebhooks('PostgreSQL', env))) ?? []));
+  if (DATABASES.includes('pglite')) notes.lines.push(...(await benchWebhooks('PGlite', embedded())));
+  if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchWebhooks('PostgreSQL', env))) ?? []));
 }
 if (only === undefined || only === 'sdk') {
   notes.lines.push(...(await benchSdk('PGlite', embedded())));

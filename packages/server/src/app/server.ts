@@ -135,6 +135,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       clock,
       logger,
       partnerCacheMs: config.partnerCacheMs,
+      webhookConcurrency: config.webhookConcurrency,
       sandboxDelayMs: config.sandboxDelayMs,
       sandboxCallMs: config.sandboxCallMs,
       trustProxy: config.trustProxy,

@@ -47,6 +47,8 @@ export interface ServiceOptions {
   clock: Clock;
   logger: Logger;
   partnerCacheMs: number;
+  /** Webhook deliveries in flight to one receiver across every process (TENANTRY_WEBHOOK_CONCURRENCY). */
+  webhookConcurrency: number;
   /** The sandbox platform's provisioning time; a new partner's credentials take a third of it. */
   sandboxDelayMs: number;
   /** The sandbox's simulated latency per call (TENANTRY_SANDBOX_CALL_MS). */
@@ -128,7 +130,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const engine = new OperationEngine({ db, clock, logger, concurrency: embedded ? 1 : 4, exclusive: embedded });
   const onOperationOpened = () => engine.kick();
   const guard = new DestinationGuard(options.webhookResolver);
-  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger });
+  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger, idleSocketsPerReceiver: options.webhookConcurrency });
   // Console access ends with the person, the customer's or the partner's suspension, in the
   // transaction that makes the change; the console module is built last, so these call it late.
   let consoleAccess: ConsoleService | undefined;
@@ -199,7 +201,15 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     events: new EventService({ db, cursors }),
     eventStreams: new EventStreams({ db, logger: options.logger, options: options.eventStreams }),
     webhooks: new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger }),
-    dispatcher: new WebhookDispatcher({ db, clock, logger: options.logger, sender, secrets: webhookSecrets, embedded }),
+    dispatcher: new WebhookDispatcher({
+      db,
+      clock,
+      logger: options.logger,
+      sender,
+      secrets: webhookSecrets,
+      embedded,
+      perReceiver: options.webhookConcurrency,
+    }),
     webhookSender: sender,
     capacity: new CapacityService({ db, clock, cursors }),
     quotas: new QuotaService({ db, platform, retryAfterS: customers.retryAfterS, changed: onOperationOpened }),

@@ -42,6 +42,8 @@ export interface Config {
   trustProxy: false | number | string[];
   /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
   partnerCacheMs: number;
+  /** Webhook deliveries in flight to one receiver across every process. */
+  webhookConcurrency: number;
   /** The keys that seal secrets at rest (active first), when given in the environment. */
   secretKey: string | undefined;
   /** A file holding those keys (a mounted Secret), when given. */
@@ -194,6 +196,12 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
       get('TENANTRY_PARTNER_CACHE_MS') ?? fallbackOf('TENANTRY_PARTNER_CACHE_MS'),
       0,
       5000,
+    ),
+    webhookConcurrency: parseInteger(
+      'TENANTRY_WEBHOOK_CONCURRENCY',
+      get('TENANTRY_WEBHOOK_CONCURRENCY') ?? fallbackOf('TENANTRY_WEBHOOK_CONCURRENCY'),
+      1,
+      256,
     ),
     secretKey: get('TENANTRY_SECRET_KEY'),
     secretKeyFile: get('TENANTRY_SECRET_KEY_FILE'),

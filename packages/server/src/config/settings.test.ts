@@ -43,3 +43,11 @@ test("the README's configuration table has a row for every setting", () => {
   const readme = read('../../../../README.md');
   for (const variable of variables) assert.match(readme, new RegExp(`^\\| \`${variable}\` \\|`, 'm'), `README lacks ${variable}`);
 });
+
+test('TENANTRY_WEBHOOK_CONCURRENCY: 64 by default, 1 to 256, anything else stops start-up naming the variable', () => {
+  assert.equal(loadConfig({}).webhookConcurrency, 64);
+  assert.equal(loadConfig({ TENANTRY_WEBHOOK_CONCURRENCY: '4' }).webhookConcurrency, 4);
+  for (const bad of ['0', '257', 'lots', '-1', '2.5']) {
+    assert.throws(() => loadConfig({ TENANTRY_WEBHOOK_CONCURRENCY: bad }), /TENANTRY_WEBHOOK_CONCURRENCY/, bad);
+  }
+});

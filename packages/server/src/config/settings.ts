@@ -159,6 +159,11 @@ export const SETTINGS = [
     description: "the console's OS image catalogue (images.yaml); read every 30 s, a bad file keeps the last good one",
   },
   {
+    variable: 'TENANTRY_WEBHOOK_CONCURRENCY',
+    fallback: '64',
+    description: 'webhook deliveries in flight to one receiver, across every process (1-256); a process sends at most 8 times this at once',
+  },
+  {
     variable: 'TENANTRY_WEBHOOK_CA_FILE',
     defaultText: 'unset',
     description: 'PEM file of extra CAs trusted for webhook HTTPS (private receivers in labs and tests)',

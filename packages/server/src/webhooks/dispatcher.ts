@@ -35,10 +35,13 @@ export interface DispatcherDeps {
   secrets: WebhookSecrets;
   /** The embedded database has one process, so leases left by a killed one can be cleared at start. */
   embedded: boolean;
-  /** Deliveries in flight in this process. */
+  /** Deliveries in flight in this process (default: 8 receivers' worth). */
   maxInFlight?: number;
-  /** Deliveries in flight to one receiver across every process, so a slow receiver holds only these. */
-  perReceiver?: number;
+  /**
+   * Deliveries in flight to one receiver across every process, so a receiver that stops answering
+   * holds only these (TENANTRY_WEBHOOK_CONCURRENCY, decision 205).
+   */
+  perReceiver: number;
 }
 
 interface ClaimedRow {
@@ -79,8 +82,8 @@ export class WebhookDispatcher {
 
   constructor(deps: DispatcherDeps) {
     this.#deps = deps;
-    this.#maxInFlight = deps.maxInFlight ?? 64;
-    this.#perReceiver = deps.perReceiver ?? 16;
+    this.#perReceiver = deps.perReceiver;
+    this.#maxInFlight = deps.maxInFlight ?? 8 * this.#perReceiver;
     // A pass that filled every free slot may have left more waiting: run again at once.
     this.#poller = new Poller(
       'webhook dispatcher',

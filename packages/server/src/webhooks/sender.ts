@@ -35,7 +35,14 @@ export class WebhookSender {
   readonly #agent: https.Agent;
   readonly #timeoutMs: number;
 
-  constructor(options: { guard: DestinationGuard; extraCa?: string | undefined; timeoutMs?: number; logger?: Logger }) {
+  constructor(options: {
+    guard: DestinationGuard;
+    extraCa?: string | undefined;
+    timeoutMs?: number;
+    logger?: Logger;
+    /** Idle connections kept per receiver: as many as may be in flight to it, so a busy one reconnects never. */
+    idleSocketsPerReceiver?: number;
+  }) {
     this.#guard = options.guard;
     this.#logger = options.logger;
     this.#timeoutMs = options.timeoutMs ?? DELIVERY_TIMEOUT_MS;
@@ -47,7 +54,7 @@ export class WebhookSender {
     // certificates (180 KB), and every new connection would parse them again (decision 196).
     this.#agent = new https.Agent({
       keepAlive: true,
-      maxFreeSockets: 16,
+      maxFreeSockets: options.idleSocketsPerReceiver ?? 16,
       ...(options.extraCa ? { secureContext: createSecureContext({ ca: [...rootCertificates, options.extraCa] }) } : {}),
     });
   }

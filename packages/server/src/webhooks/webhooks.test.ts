@@ -12,6 +12,7 @@ import {
   waitForOperation,
 } from '../../test/provisioning.ts';
 import { TEST_CA_FILE, verifyDelivery, WebhookReceiver } from '../../test/webhook-receiver.ts';
+import { fallbackOf } from '../config/settings.ts';
 import { EVENT_TYPES } from '../events/store.ts';
 import type { Resolver } from './destination.ts';
 
@@ -577,8 +578,10 @@ for (const target of testDatabases()) {
         const slow = await partnerWithModes(server, 'slowpoke', { allow_private_webhooks: true });
         await configure(slow.live, { url: receiver.url('/slow') });
         receiver.answer = (d) => (d.path === '/slow' ? 'hang' : 200);
-        for (let i = 0; i < 20; i++) await createCustomer(server, slow.live, `slow-${i}`);
-        await received((d) => d.path === '/slow', 16);
+        // The default of TENANTRY_WEBHOOK_CONCURRENCY; each customer records at least one event.
+        const cap = Number(fallbackOf('TENANTRY_WEBHOOK_CONCURRENCY'));
+        for (let i = 0; i < cap + 4; i++) await createCustomer(server, slow.live, `slow-${i}`);
+        await received((d) => d.path === '/slow', cap);
         await secretOf(lab.live, receiver.url('/fast'));
         const started = Date.now();
         await activeCustomer(server, lab.live, 'fast-co');
@@ -590,8 +593,42 @@ for (const target of testDatabases()) {
         const read = Date.now();
         assert.equal((await api(slow.live, 'GET', '/customers?limit=200')).status, 200);
         assert.ok(Date.now() - read < 500, 'the API does not wait for deliveries');
-        assert.equal(receiver.deliveries.filter((d) => d.path === '/slow').length, 16, 'no more than 16 in flight to one receiver');
+        assert.equal(receiver.deliveries.filter((d) => d.path === '/slow').length, cap, `no more than ${cap} in flight to one receiver`);
         await api(slow.live, 'DELETE', '/webhook');
+      });
+
+      test('TENANTRY_WEBHOOK_CONCURRENCY sets that bound', async () => {
+        const own = await startTestServer(target, {
+          env: { TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE, TENANTRY_WEBHOOK_CONCURRENCY: '3' },
+          webhookResolver: resolver,
+        });
+        const hanging = await new WebhookReceiver().listen();
+        hanging.answer = () => 'hang';
+        try {
+          const narrow = await partnerWithModes(own, 'narrow', { allow_private_webhooks: true });
+          const put = await partnerApi(own, 'PUT', '/webhook', { token: narrow.live, body: { url: hanging.url() } });
+          assert.equal(put.status, 200, put.text);
+          for (let i = 0; i < 6; i++) await createCustomer(own, narrow.live, `narrow-${i}`);
+          const events = (leased: boolean) =>
+            own.database.db
+              .selectFrom('events')
+              .select('id')
+              .where('partner_id', '=', 'narrow')
+              .where('delivery_state', '=', 'pending')
+              .where('delivery_lease_until', leased ? 'is not' : 'is', null)
+              .execute();
+          await eventually(
+            () => events(true),
+            (rows) => rows.length >= 3,
+          );
+          // A pass that ran, with deliveries waiting: it claims none of them.
+          assert.equal(await own.services.dispatcher.runDue(), 0);
+          assert.equal((await events(true)).length, 3, 'three in flight');
+          assert.ok((await events(false)).length > 0, 'the rest wait');
+        } finally {
+          await hanging.close();
+          await own.stop();
+        }
       });
 
       test('the connection goes to the checked address while TLS verifies the host name', async () => {
