@@ -90,17 +90,19 @@ export function osImagesFastPath(deps: {
 
 /** The console cookie's value; session ids are base64url, so no decoding is needed (anything else falls through). */
 /**
- * The console cookie from the raw header list: reading `request.headers` would build the whole header
- * object, which only a request that falls through to the framework needs.
+ * The console cookie from the raw header list, read without building `request.headers` (only a request
+ * that falls through to the framework needs that object). A request without Host has none: the
+ * framework refuses it in the envelope.
  */
 function sessionCookie(rawHeaders: string[]): string | undefined {
+  let host = false;
+  let session: string | undefined;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
-    if (name.length !== 6 || name.toLowerCase() !== 'cookie') continue;
-    const value = cookieValue(rawHeaders[i + 1]);
-    if (value) return value;
+    if (name.length === 4 && name.toLowerCase() === 'host') host = true;
+    else if (session === undefined && name.length === 6 && name.toLowerCase() === 'cookie') session = cookieValue(rawHeaders[i + 1]);
   }
-  return undefined;
+  return host ? session : undefined;
 }
 
 function cookieValue(header: string | undefined): string | undefined {

@@ -45,6 +45,8 @@ export function createHttpApp(
   const { fastPath } = options;
   const app = Fastify({
     ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing, inFlight) } : {}),
+    // Node answers an HTTP/1.1 request without Host with a bare 400; the onRequest hook answers it in the envelope.
+    http: { requireHostHeader: false },
     loggerInstance: logger,
     // One line per request, written by the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
@@ -105,6 +107,10 @@ export function createHttpApp(
     const socket = request.raw.socket;
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
     reply.header('x-request-id', request.id);
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      reply.header('connection', 'close');
+      return sendError(request, reply, validationError([{ in: 'header', field: 'host', message: 'is required in HTTP/1.1' }]));
+    }
     if (!closing) return done();
     reply.header('connection', 'close');
     sendError(request, reply, new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }));
@@ -161,7 +167,7 @@ function fastPathServer(
   inFlight: Map<Socket, number>,
 ) {
   return (handler: (req: IncomingMessage, res: ServerResponse) => void, opts: FastifyServerOptions) => {
-    const server = createServer((req, res) => {
+    const server = createServer({ requireHostHeader: false }, (req, res) => {
       if (closing()) return handler(req, res);
       // Counted like the framework's requests, so a shutdown does not cut a response still being written.
       const socket = req.socket;

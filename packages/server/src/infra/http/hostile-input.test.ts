@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { assertError, fieldErrors, http, partnerApi } from '../../../test/client.ts';
+import { consoleCookie } from '../../../test/console-session.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { activeCustomer, partnerWithModes, type Tokens } from '../../../test/provisioning.ts';
 
@@ -92,9 +93,9 @@ for (const target of testDatabases()) {
       );
     });
 
-    const raw = (request: string) =>
+    const raw = (request: string, base = server.partnerUrl) =>
       new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(new URL(server.partnerUrl).port), '127.0.0.1');
+        const socket = connect(Number(new URL(base).port), '127.0.0.1');
         let answer = '';
         socket.on('data', (chunk) => {
           answer += chunk.toString('utf8');
@@ -111,6 +112,28 @@ for (const target of testDatabases()) {
       assert.equal(parsed.error.request_id, requestId, 'the envelope names the X-Request-Id');
       return { head, error: parsed.error };
     };
+
+    test('an HTTP/1.1 request without Host answers 400 VALIDATION_ERROR in the envelope, on both APIs; HTTP/1.0 needs none', async () => {
+      const { cookie } = await consoleCookie(server, p.live, 'target', 'owner');
+      const namespace = 'hostile-target-default';
+      const list = await http(server.partnerUrl, 'GET', `/api/create-vm/${namespace}/os-images`, { headers: { cookie } });
+      assert.equal(list.status, 200, 'the session is now cached: the next read would be answered before the framework');
+      for (const [base, request] of [
+        [server.partnerUrl, `GET /api/public/v1/auth/whoami HTTP/1.1\r\nAuthorization: Bearer ${p.live}\r\n\r\n`],
+        [server.partnerUrl, `GET /api/create-vm/${namespace}/os-images HTTP/1.1\r\nCookie: ${cookie}\r\n\r\n`],
+        [server.partnerUrl, 'GET /nowhere HTTP/1.1\r\n\r\n'],
+        [server.operatorUrl, 'GET /api/operator/v1/partners HTTP/1.1\r\n\r\n'],
+      ] as const) {
+        const { head, error } = envelopeOf(await raw(request, base));
+        assert.match(head, /^HTTP\/1\.1 400 /, request);
+        assert.equal(error.code, 'VALIDATION_ERROR');
+        assert.deepEqual(fieldErrors(error as { details?: Record<string, unknown> }), [
+          { in: 'header', field: 'host', message: 'is required in HTTP/1.1' },
+        ]);
+      }
+      const old = await raw(`GET /api/public/v1/auth/whoami HTTP/1.0\r\nAuthorization: Bearer ${p.live}\r\n\r\n`);
+      assert.match(old, /^HTTP\/1\.1 200 /);
+    });
 
     test('oversized headers answer 431 in the envelope with a request id', async () => {
       const answer = await raw(`GET /api/public/v1/auth/whoami HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
