@@ -88,7 +88,6 @@ export function osImagesFastPath(deps: {
   };
 }
 
-/** The console cookie's value; session ids are base64url, so no decoding is needed (anything else falls through). */
 /**
  * The console cookie from the raw header list, read without building `request.headers` (only a request
  * that falls through to the framework needs that object). A request without Host has none: the
@@ -105,6 +104,7 @@ function sessionCookie(rawHeaders: string[]): string | undefined {
   return host ? session : undefined;
 }
 
+/** The console cookie's value; session ids are base64url, so no decoding is needed (anything else falls through). */
 function cookieValue(header: string | undefined): string | undefined {
   if (!header) return undefined;
   for (const part of header.split(';')) {
