@@ -608,7 +608,8 @@ for (const target of testDatabases()) {
           const narrow = await partnerWithModes(own, 'narrow', { allow_private_webhooks: true });
           const put = await partnerApi(own, 'PUT', '/webhook', { token: narrow.live, body: { url: hanging.url() } });
           assert.equal(put.status, 200, put.text);
-          for (let i = 0; i < 6; i++) await createCustomer(own, narrow.live, `narrow-${i}`);
+          // Provisioned to the end, so each has recorded its events before the count below.
+          for (let i = 0; i < 6; i++) await activeCustomer(own, narrow.live, `narrow-${i}`);
           const events = (leased: boolean) =>
             own.database.db
               .selectFrom('events')
