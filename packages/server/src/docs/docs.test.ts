@@ -87,6 +87,13 @@ if (target) {
       assert.doesNotMatch(policyOf(bundle), /https?:/);
     });
 
+    test('a path under /docs that the reference does not have answers 404 NOT_FOUND in the envelope', async () => {
+      const response = await get('/docs/nothing-here.js');
+      assert.equal(response.status, 404);
+      const body = (await response.json()) as { status: string; error: { code: string } };
+      assert.deepEqual([body.status, body.error.code], ['error', 'NOT_FOUND']);
+    });
+
     test('the document the page renders has every operation of docs/openapi.json, its error codes, and the webhooks', async () => {
       const response = await get('/api/public/v1/openapi.json');
       assert.equal(response.status, 200);

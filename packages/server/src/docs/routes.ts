@@ -1,12 +1,17 @@
 import { createHash } from 'node:crypto';
-import scalar from '@scalar/fastify-api-reference';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { ApiError } from '../infra/errors/catalogue.ts';
 
 /**
  * `GET /docs` on the partner listener: the API reference, rendered in the browser from the OpenAPI
  * document by Scalar's standalone bundle, which the `@scalar/fastify-api-reference` package ships and
  * this server serves itself (`/docs/js/scalar.js`): no request leaves the page's origin. `GET /` is a
  * small landing page that links the reference, the document and the health checks.
+ *
+ * The renderer is loaded on the first visit to `/docs`, not at start (decision 208): Scalar's package
+ * holds its whole browser bundle (4.8 MB) as a string, and with its dependencies it was 33-35 MB of every
+ * server's resident memory. Its plugin runs in a Fastify instance of its own, made on that first visit,
+ * which this server's `/docs` routes ask through `inject`.
  *
  * Every response here carries a Content-Security-Policy that allows this origin only. The page's one
  * inline script (the renderer's configuration) is allowed by its hash, computed from the page as
@@ -92,7 +97,41 @@ export async function docsRoutes(app: FastifyInstance, opts: { documentUrl: stri
     done(null, payload);
   });
 
-  await app.register(scalar, { routePrefix: DOCS_PATH, configuration: scalarConfiguration(documentUrl) });
+  let renderer: Promise<FastifyInstance> | undefined;
+  const reference = async (request: FastifyRequest, reply: FastifyReply) => {
+    renderer ??= loadRenderer(documentUrl).catch((error: unknown) => {
+      renderer = undefined;
+      throw error;
+    });
+    const answer = await (await renderer).inject({
+      method: 'GET',
+      url: request.url,
+      headers: { host: request.headers.host ?? 'localhost' },
+    });
+    // A path the renderer does not serve gets this server's 404, in the envelope.
+    if (answer.statusCode === 404) throw new ApiError('NOT_FOUND', `No route matches GET ${request.url.split('?')[0]}.`);
+    reply.code(answer.statusCode);
+    for (const name of ['content-type', 'location', 'cache-control', 'etag', 'last-modified'] as const) {
+      const value = answer.headers[name];
+      if (value !== undefined) reply.header(name, value);
+    }
+    // Text, so the policy hook above can hash the page's inline script.
+    return reply.send(answer.body);
+  };
+  app.addHook('onClose', async () => {
+    if (renderer) await (await renderer.catch(() => undefined))?.close();
+  });
+  app.get(DOCS_PATH, { schema: { hide: true } }, reference);
+  app.get(`${DOCS_PATH}/*`, { schema: { hide: true } }, reference);
 
   app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.type('text/html; charset=utf-8').send(LANDING(documentUrl)));
+}
+
+/** Scalar's plugin, alone in a Fastify instance, at the path this server serves it on. */
+async function loadRenderer(documentUrl: string): Promise<FastifyInstance> {
+  const { default: scalar } = await import('@scalar/fastify-api-reference');
+  const renderer = Fastify({ logger: false });
+  await renderer.register(scalar, { routePrefix: DOCS_PATH, configuration: scalarConfiguration(documentUrl) });
+  await renderer.ready();
+  return renderer;
 }
