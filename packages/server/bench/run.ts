@@ -102,7 +102,8 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
   };
   let server = await spawnServe(serveEnv, { keepOutput: false });
   let floor: Awaited<ReturnType<typeof startFloors>> | undefined;
-  // Idle: started, nothing asked yet but the health check, settled for two seconds.
+  // Idle: started, nothing asked yet but the health check, settled for two seconds. On a new embedded
+  // database this start also ran initdb, whose memory may not be collected yet: see the restart below.
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   notes.lines.push(`${label}: resident memory of tenantry serve idle after start: ${rssMb(server.child.pid ?? 0)} MB`);
   try {
@@ -161,6 +162,8 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
       await server.stop();
       floor = await startFloors(env);
       server = await spawnServe(serveEnv, { keepOutput: false });
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      notes.lines.push(`${label}: resident memory of tenantry serve idle after a restart: ${rssMb(server.child.pid ?? 0)} MB`);
       token = await partnerToken(server, first);
     } else {
       floor = await startFloors(env);

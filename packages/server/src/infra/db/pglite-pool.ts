@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 
 /**
@@ -34,11 +36,27 @@ export class PGlitePool {
     this.#db = db;
   }
 
-  /** `dataDir` undefined keeps the database in memory (tests). */
+  /**
+   * `dataDir` undefined keeps the database in memory (tests). A new data directory is created by
+   * initdb inside the first instance, whose WASM heap grows for it and never shrinks: that instance is
+   * closed and the database opened again, so a first start serves from the same memory as every later
+   * one (decision 209).
+   */
   static async open(dataDir: string | undefined): Promise<PGlitePool> {
     const options = { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS] };
-    const db = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options);
+    if (dataDir === undefined) {
+      const db = new PGlite(options);
+      await db.waitReady;
+      return new PGlitePool(db);
+    }
+    const created = !existsSync(join(dataDir, 'PG_VERSION'));
+    let db = new PGlite(dataDir, options);
     await db.waitReady;
+    if (created) {
+      await db.close();
+      db = new PGlite(dataDir, options);
+      await db.waitReady;
+    }
     return new PGlitePool(db);
   }
 
