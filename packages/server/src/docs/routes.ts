@@ -121,8 +121,9 @@ export async function docsRoutes(app: FastifyInstance, opts: { documentUrl: stri
   app.addHook('onClose', async () => {
     if (renderer) await (await renderer.catch(() => undefined))?.close();
   });
-  app.get(DOCS_PATH, { schema: { hide: true } }, reference);
-  app.get(`${DOCS_PATH}/*`, { schema: { hide: true } }, reference);
+  // The paths Scalar's plugin serves (the page, its trailing-slash redirect, the bundle): any other path
+  // under /docs is nobody's, and answers 404 like every unknown path.
+  for (const path of [DOCS_PATH, `${DOCS_PATH}/`, `${DOCS_PATH}/js/scalar.js`]) app.get(path, { schema: { hide: true } }, reference);
 
   app.get('/', { schema: { hide: true } }, async (_request, reply) => reply.type('text/html; charset=utf-8').send(LANDING(documentUrl)));
 }
