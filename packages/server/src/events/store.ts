@@ -41,7 +41,6 @@ function announceRecorded(): void {
  * partner's receiver wants it.
  */
 export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
-  afterCommit(announceRecorded);
   const id = newId('delivery');
   await trx
     .insertInto('events')
@@ -55,6 +54,8 @@ export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<
       delivery_state: initialDeliveryState(event.partnerId, event.mode, event.type),
     })
     .execute();
+  // After the insert: outside a transaction, the row is already there when the listeners hear of it.
+  afterCommit(announceRecorded);
   return id;
 }
 

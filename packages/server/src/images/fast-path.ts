@@ -10,7 +10,7 @@ const ROUTE = '/api/create-vm/:namespace/os-images';
 const COOKIE_PREFIX = `${CONSOLE_COOKIE}=`;
 
 /** How often the reads answered here are summed up in one log line. */
-export const SUMMARY_EVERY_MS = 60_000;
+const SUMMARY_EVERY_MS = 60_000;
 
 /** The fast path as the HTTP server uses it: `answer` per request, `close` when the server stops. */
 export interface OsImagesFastPath {
