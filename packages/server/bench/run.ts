@@ -19,7 +19,7 @@
  *
  * Each row prints throughput, p50/p99, the server's CPU time per request and its largest resident set
  * during the load, next to its floor and the ratio (by req/s and by CPU per request: the second is
- * steadier on a shared machine). BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part;
+ * steadier on a shared machine). BENCH_ONLY=api, operations, webhooks, quotas, sdk or images runs one part;
  * BENCH_DURATION_S, BENCH_ROUNDS and BENCH_CONNECTIONS shorten or widen the runs.
  * The server runs in its own process (as `tenantry serve`); the load comes from this one, over loopback.
  * Set TENANTRY_BENCH_DATABASE_URL to choose the PostgreSQL server (default: the local test database,
@@ -47,6 +47,7 @@ import {
   ROUNDS,
   rssMb,
 } from './common.ts';
+import { benchOperations, benchPartner, burstCreates } from './operations.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
 import { benchSdk } from './sdk.ts';
@@ -99,6 +100,8 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
     TENANTRY_SANDBOX_DELAY_MS: '0',
     ...(process.env.BENCH_SERVE_LOG_LEVEL ? { TENANTRY_LOG_LEVEL: process.env.BENCH_SERVE_LOG_LEVEL } : {}),
+    // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
+    ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
   };
   let server = await spawnServe(serveEnv, { keepOutput: false });
   let floor: Awaited<ReturnType<typeof startFloors>> | undefined;
@@ -107,16 +110,8 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   notes.lines.push(`${label}: resident memory of tenantry serve idle after start: ${rssMb(server.child.pid ?? 0)} MB`);
   try {
-    await operator(server, 'POST', '/partners', {
-      id: 'bench',
-      display_name: 'Bench',
-      limits: { max_customers: 0, max_open_operations: 10_000, rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
-    });
-    // The default pool holds 500 standard customers; (e) and (f) need more.
-    await operator(server, 'PUT', '/partners/bench/capacity', {
-      pool: { vcpu: 1_000_000, memory_gib: 4_000_000, storage_gib: 50_000_000 },
-    });
-    const first = String((await operator(server, 'POST', '/partners/bench/keys', {})).key);
+    const partner = await benchPartner(server, 'bench');
+    const first = partner.key;
     let token = await partnerToken(server, first);
     const api = (method: string, path: string, body?: unknown) =>
       fetch(`${server.partnerUrl}/api/public/v1${path}`, {
@@ -129,26 +124,7 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     // BENCH_ONLY=hot: the hot paths and their floors only (one customer, no list of 100,000).
     const creations = HOT_ONLY ? 1 : 1_000;
     const readId = `burst-${Math.floor(creations / 2)}`;
-    const started = performance.now();
-    const answers = await Promise.all(
-      Array.from({ length: creations }, (_, i) =>
-        api('POST', '/customers', { id: `burst-${i}`, owner: { username: 'owner', email: `owner@burst-${i}.example` } }).then(
-          (r) => r.status,
-        ),
-      ),
-    );
-    const acceptedMs = performance.now() - started;
-    const refused = answers.filter((status) => status !== 202).length;
-    for (;;) {
-      const open = (await (await api('GET', '/customers?status=provisioning&limit=1')).json()) as { data: unknown[] };
-      if (open.data.length === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    const doneMs = performance.now() - started;
-    notes.lines.push(
-      `${label}: (e) ${creations} concurrent creates: all answered in ${Math.round(acceptedMs)} ms (${Math.round((creations * 1000) / acceptedMs)} creates/s, ${refused} not 202); ` +
-        `all operations succeeded after ${Math.round(doneMs)} ms (${Math.round((creations * 1000) / doneMs)} operations completed/s)`,
-    );
+    notes.lines.push(await burstCreates(label, partner.api, creations));
 
     // The token endpoint allows 10 exchanges at once per key: spread the load over many keys.
     const keyCount = 3_000;
@@ -310,7 +286,7 @@ function print(rows: Row[]): void {
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
-// BENCH_ONLY=api, webhooks, quotas, sdk or images runs one part; all by default.
+// BENCH_ONLY=api, operations (e alone), webhooks, quotas, sdk or images runs one part; all by default.
 const only = process.env.BENCH_ONLY;
 const HOT_ONLY = only === 'hot';
 // BENCH_DATABASES=pglite or postgres runs the api, webhooks and images parts on one database.
@@ -334,6 +310,10 @@ async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>):
 if (only === undefined || only === 'api' || HOT_ONLY) {
   if (DATABASES.includes('pglite')) rows.push(...(await benchDatabase('PGlite', embedded(), notes)));
   if (DATABASES.includes('postgres')) rows.push(...((await onPostgres((env) => benchDatabase('PostgreSQL', env, notes))) ?? []));
+}
+if (only === 'operations') {
+  if (DATABASES.includes('pglite')) notes.lines.push(...(await benchOperations('PGlite', embedded())));
+  if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchOperations('PostgreSQL', env))) ?? []));
 }
 if (only === undefined || only === 'quotas') {
   notes.lines.push(...(await benchQuotas('PGlite', embedded())));

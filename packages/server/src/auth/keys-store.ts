@@ -1,6 +1,7 @@
-import type { Selectable } from 'kysely';
+import { CompiledQuery, type Selectable } from 'kysely';
 import type { Db } from '../app/database.ts';
 import { precompile } from '../infra/db/precompiled.ts';
+import { type ReservedRow, reservationSql } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerStatus } from '../partners/tables.ts';
 import type { ApiKeysTable } from './tables.ts';
 
@@ -27,6 +28,46 @@ const keyWithPartner = precompile(
 
 export async function findKeyWithPartner(db: Db, kid: string): Promise<KeyWithPartner | undefined> {
   return (await keyWithPartner(db, kid))[0];
+}
+
+/** What a token exchange checks before its key's bucket is charged in the same statement. */
+export interface ChargeCheck {
+  secretHash: string;
+  partnerId: string;
+  mode: string;
+  now: Date;
+}
+
+/**
+ * The key and its partner's state, and, in the same round trip, the key's reservation from the shared
+ * bucket (decision 210): made only for a key the presented secret's hash matches and that could be
+ * exchanged now (its partner and mode, not revoked, not expired, no address allowlist, which is
+ * checked in the process). Values `$1`…`$6` are the reservation's (CarriedReservation).
+ */
+const KEY_CHARGING = `with k as (
+  select api_keys.*, partners.status as partner_status, partners.ready_at as partner_ready_at, partners.scopes as partner_scopes
+  from api_keys inner join partners on partners.id = api_keys.partner_id where api_keys.kid = $7),
+eligible as (
+  select 1 from k where k.secret_hash = $8 and k.partner_id = $9 and k.mode = $10 and k.revoked_at is null
+  and (k.expires_at is null or k.expires_at > $11) and cardinality(k.allow_cidrs) = 0),
+reserved as (${reservationSql('eligible')})
+select k.*, reserved.tat_ms as reserved_tat_ms, reserved.granted as reserved_granted from k left join reserved on true`;
+
+export async function findKeyCharging(
+  db: Db,
+  kid: string,
+  check: ChargeCheck,
+  reservation: readonly unknown[],
+): Promise<{ key: KeyWithPartner; reserved: ReservedRow | undefined } | undefined> {
+  const values = [...reservation, kid, check.secretHash, check.partnerId, check.mode, check.now];
+  const [row] = (
+    await db.executeQuery<KeyWithPartner & { reserved_tat_ms: number | null; reserved_granted: number | null }>(
+      CompiledQuery.raw(KEY_CHARGING, values),
+    )
+  ).rows;
+  if (!row) return undefined;
+  const { reserved_tat_ms: tat, reserved_granted: granted, ...key } = row;
+  return { key, reserved: tat === null || granted === null ? undefined : { tat_ms: tat, granted } };
 }
 
 export async function insertKey(trx: Db, row: ApiKeyRow): Promise<void> {

@@ -2,15 +2,15 @@ import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
-import type { RateLimiter } from '../infra/rate-limit/rate-limiter.ts';
+import type { RateLimiter, ReservedRow } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { PartnerRow } from '../partners/store.ts';
 import { type AccessTokenCodec, TOKEN_LIFETIME_S, type VerifiedClaims } from './access-tokens.ts';
-import { DECOY_HASH, DECOY_KID, parseKey, secretMatches } from './api-key-format.ts';
+import { DECOY_HASH, DECOY_KID, hashSecret, parseKey, secretMatches } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
 import type { KeyCache, KeyFacts } from './key-cache.ts';
 import type { KeyUsage } from './key-usage.ts';
-import { findKeyWithPartner } from './keys-store.ts';
+import { findKeyCharging, findKeyWithPartner, type KeyWithPartner } from './keys-store.ts';
 import type { TokenResponse, Whoami } from './schemas.ts';
 import type { Scope } from './scopes.ts';
 import { isScope } from './scopes.ts';
@@ -69,9 +69,21 @@ export class AuthService {
     let rate = await attempts.take(parsed ? `try:${parsed.kid}:${sourceAddress}` : `addr:${sourceAddress}`, TOKEN_ENDPOINT_POLICY);
     if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
-    const row = await findKeyWithPartner(db, parsed?.kid ?? DECOY_KID);
-    const secretOk = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? DECOY_HASH);
+    // On a shared database the key's bucket is charged in the key's own statement, and only if the
+    // secret matched there (decision 210); the checks below decide as they always did.
+    const keyBucket = parsed ? `key:${parsed.kid}` : '';
+    const carried = parsed ? rateLimiter.carry(keyBucket, TOKEN_ENDPOINT_POLICY) : undefined;
     const now = clock.now();
+    let found: { key: KeyWithPartner; reserved: ReservedRow | undefined } | undefined;
+    if (parsed && carried) {
+      const check = { secretHash: hashSecret(parsed.secret), partnerId: parsed.partnerId, mode: parsed.mode, now };
+      found = await findKeyCharging(db, parsed.kid, check, carried.values);
+    } else {
+      const key = await findKeyWithPartner(db, parsed?.kid ?? DECOY_KID);
+      found = key ? { key, reserved: undefined } : undefined;
+    }
+    const row = found?.key;
+    const secretOk = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? DECOY_HASH);
     const valid =
       parsed !== undefined &&
       row !== undefined &&
@@ -81,8 +93,9 @@ export class AuthService {
       row.revoked_at === null &&
       (row.expires_at === null || row.expires_at.getTime() > now.getTime()) &&
       addressAllowed(sourceAddress, row.allow_cidrs);
+    const settled = carried?.settle(found?.reserved);
     if (!valid || !row) throw withRate(new ApiError('UNAUTHORIZED', INVALID_KEY), rate);
-    rate = await rateLimiter.take(`key:${row.kid}`, TOKEN_ENDPOINT_POLICY);
+    rate = settled ?? (await rateLimiter.take(keyBucket, TOKEN_ENDPOINT_POLICY));
     if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
     // Read with the key, not from the cache: a suspension or a new partner's readiness counts at once.

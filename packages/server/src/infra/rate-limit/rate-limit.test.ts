@@ -110,5 +110,33 @@ for (const target of testDatabases()) {
       const fromElsewhere = await exchangeFrom('127.0.0.2', server.partnerUrl, key);
       assert.equal(fromElsewhere.status, 200, `the owner on another address still exchanges: ${fromElsewhere.text}`);
     });
+
+    // Decision 210: on PostgreSQL the key's bucket is charged in the statement that reads the key,
+    // only when the secret matched; a key with an address allowlist is charged after the process's check.
+    for (const [label, request] of [
+      ['a key without an allowlist', {}],
+      ['a key with an address allowlist', { allow_cidrs: ['127.0.0.0/8'] }],
+    ] as const) {
+      test(`${label}: its bucket holds 10 exchanges from every address together, and wrong secrets spend none of it`, async () => {
+        const partnerId = `rl-shared-${Object.keys(request).length}`;
+        await createPartner(server, partnerId);
+        const key = await issueKey(server, partnerId, request);
+        const wrong = `${key.slice(0, -3)}zzz`;
+        const statuses = async (address: string, apiKey: string, times: number) => {
+          const seen: number[] = [];
+          for (let i = 0; i < times; i++) seen.push((await exchangeFrom(address, server.partnerUrl, apiKey)).status);
+          return seen;
+        };
+        assert.deepEqual(await statuses('127.0.0.2', wrong, 10), Array(10).fill(401), 'wrong secrets are refused');
+        assert.deepEqual(await statuses('127.0.0.3', key, 6), Array(6).fill(200));
+        assert.deepEqual(await statuses('127.0.0.4', key, 4), Array(4).fill(200), 'the wrong secrets took none of the 10');
+        const fifth = await exchangeFrom('127.0.0.5', server.partnerUrl, key);
+        assert.equal(fifth.status, 429, `the key's bucket is empty, whatever the address: ${fifth.text}`);
+        assert.equal(JSON.parse(fifth.text).error.code, 'RATE_LIMITED');
+        server.clock.advance(2_000);
+        assert.equal((await exchangeFrom('127.0.0.6', server.partnerUrl, key)).status, 200, 'one exchange every 2 s after');
+        assert.equal((await exchangeFrom('127.0.0.6', server.partnerUrl, key)).status, 429);
+      });
+    }
   });
 }

@@ -1,6 +1,5 @@
-import { type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import type { Clock } from '../clock.ts';
-import { precompile } from '../db/precompiled.ts';
 import { type BucketPolicy, describe, intervalMs, type RateDecision, step, toleranceMs } from './gcra.ts';
 import type { RateLimitTables } from './tables.ts';
 
@@ -16,6 +15,11 @@ type Db = Kysely<RateLimitTables>;
 export interface RateLimiter {
   /** A decision, synchronous when no I/O was needed (the hot path avoids a promise then). */
   take(key: string, policy: BucketPolicy): RateDecision | Promise<RateDecision>;
+  /**
+   * A reservation for the caller's next statement to carry, saving take()'s round trip; undefined
+   * when take() needs no I/O (buckets in this process's memory, or a live lease).
+   */
+  carry(key: string, policy: BucketPolicy): CarriedReservation | undefined;
 }
 
 export function createRateLimiter(db: Db, embedded: boolean, clock: Clock): RateLimiter {
@@ -44,6 +48,10 @@ class MemoryRateLimiter implements RateLimiter {
     return describe(next.tatMs, nowMs, next.allowed, policy);
   }
 
+  carry(): undefined {
+    return undefined;
+  }
+
   /** Forget buckets that are full again, so memory tracks only active callers. */
   #sweep(nowMs: number): void {
     if (nowMs - this.#lastSweepMs < 60_000) return;
@@ -53,28 +61,39 @@ class MemoryRateLimiter implements RateLimiter {
 }
 
 /**
- * One atomic reservation of up to `want` tokens from a shared bucket: the same arithmetic as
- * gcra.step(), for several tokens at once, evaluated on the row under its lock. Compiled once
- * (decision 192): on PostgreSQL every token exchange runs it.
+ * One atomic reservation of up to `$5` tokens from the shared bucket `$1` at `$2` ms (one token every
+ * `$3` ms, `$4` ms of capacity), after handing back `$6` ms an expired lease did not use: the same
+ * arithmetic as gcra.step(), for several tokens at once, evaluated on the row under its lock. With a
+ * `source` (a relation of an enclosing statement), it happens once per row of it, so a statement that
+ * reads something can reserve in the same round trip only if what it read allows it (decision 210).
+ * Returns `tat_ms, granted`; values from `$7` on are the enclosing statement's.
  */
-const reserveTokens = precompile(
-  (db: Db, key: string, nowMs: number, interval: number, capacity: number, want: number, refundMs: number) => {
-    const base = sql<number>`greatest(rate_limits.tat_ms - ${refundMs}::float8, ${nowMs}::float8)`;
-    const available = sql<number>`greatest(0, floor((${capacity}::float8 - (${base} - ${nowMs}::float8)) / ${interval}::float8))`;
-    const granted = sql<number>`least(${want}::float8, ${available})`;
-    return db
-      .insertInto('rate_limits')
-      .values({ key, tat_ms: sql<number>`${nowMs}::float8 + ${interval}::float8`, granted: 1 })
-      .onConflict((oc) =>
-        oc.column('key').doUpdateSet({
-          granted,
-          tat_ms: sql<number>`${base} + ${granted} * ${interval}::float8`,
-        }),
-      )
-      .returning(['tat_ms', 'granted']);
-  },
-  6,
-);
+export function reservationSql(source?: string): string {
+  const base = 'greatest(rate_limits.tat_ms - $6::float8, $2::float8)';
+  const granted = `least($5::float8, greatest(0, floor(($4::float8 - (${base} - $2::float8)) / $3::float8)))`;
+  return (
+    `insert into rate_limits (key, tat_ms, granted) select $1::text, $2::float8 + $3::float8, 1${source ? ` from ${source}` : ''} ` +
+    `on conflict (key) do update set granted = ${granted}, tat_ms = ${base} + ${granted} * $3::float8 returning tat_ms, granted`
+  );
+}
+
+const RESERVE = reservationSql();
+
+/** What a reservation returned: the bucket's new theoretical arrival time and the tokens it granted. */
+export interface ReservedRow {
+  tat_ms: number | string;
+  granted: number | string;
+}
+
+/**
+ * A reservation a caller's own statement carries (see reservationSql): `values` are its `$1`…`$6`;
+ * `settle` takes the row the reservation returned (undefined: the statement did not reserve) and
+ * answers the decision, or undefined when there was none to make (then call take()).
+ */
+export interface CarriedReservation {
+  values: readonly unknown[];
+  settle(row: ReservedRow | undefined): RateDecision | undefined;
+}
 
 /** How long a process may hold tokens it reserved from a shared bucket. */
 const LEASE_MS = 250;
@@ -128,14 +147,13 @@ class SqlRateLimiter implements RateLimiter {
       if (fromLease) return fromLease;
       const nowMs = this.#clock.nowMs();
       const lease = this.#leases.get(key);
-      const live = lease !== undefined && nowMs < lease.expiresAtMs;
       const pending = this.#reserving.get(key);
       if (pending) {
         await pending;
         continue;
       }
       let decision: RateDecision | undefined;
-      const reservation = this.#reserve(key, policy, nowMs, lease, live).then((result) => {
+      const reservation = this.#reserve(key, policy, nowMs, lease).then((result) => {
         decision = result;
       });
       this.#reserving.set(key, reservation);
@@ -148,18 +166,48 @@ class SqlRateLimiter implements RateLimiter {
     }
   }
 
+  carry(key: string, policy: BucketPolicy): CarriedReservation | undefined {
+    const nowMs = this.#clock.nowMs();
+    const lease = this.#leases.get(key);
+    // A reservation under way (take() waits for it), or a lease that answers with no I/O.
+    if (this.#reserving.has(key) || (lease !== undefined && lease.tokens > 0 && nowMs < lease.expiresAtMs)) return undefined;
+    const values = this.#plan(key, policy, nowMs, lease);
+    return {
+      values,
+      settle: (row) => {
+        if (row) return this.#settle(key, policy, nowMs, row);
+        // Nothing reserved: an expired lease's unused tokens are still to be handed back.
+        if (lease && !this.#leases.has(key)) this.#leases.set(key, lease);
+        return undefined;
+      },
+    };
+  }
+
   /**
-   * Reserves tokens and spends the first one for the caller (so a slow query
-   * can never leave it without an answer); the rest become the new lease.
+   * The values of a reservation: as many tokens as the live lease's demand (one without a lease),
+   * handing back what an expired lease did not use. That lease is forgotten here, so two reservations
+   * made at once hand its tokens back only once.
    */
-  async #reserve(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined, live: boolean): Promise<RateDecision> {
+  #plan(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined): unknown[] {
+    const live = lease !== undefined && nowMs < lease.expiresAtMs;
     const interval = intervalMs(policy);
-    const tolerance = toleranceMs(policy);
     const maxBatch = Math.max(1, Math.min(100, Math.floor(policy.burst / 4)));
     const want = Math.min(maxBatch, live && lease ? lease.demand + 1 : 1);
     const refund = !live && lease ? lease.tokens : 0;
-    const [row] = await reserveTokens(this.#db, key, nowMs, interval, tolerance + interval, want, refund * interval);
+    if (!live && lease) this.#leases.delete(key);
+    return [key, nowMs, interval, toleranceMs(policy) + interval, want, refund * interval];
+  }
+
+  /** Reserves tokens and spends the first one for the caller; the rest become the new lease. */
+  async #reserve(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined): Promise<RateDecision> {
+    const values = this.#plan(key, policy, nowMs, lease);
+    const [row] = (await this.#db.executeQuery<ReservedRow>(CompiledQuery.raw(RESERVE, values))).rows;
     if (!row) throw new Error('rate limit reservation returned no row');
+    return this.#settle(key, policy, nowMs, row);
+  }
+
+  /** The decision a reservation's row gives (the first token is the caller's, so a slow query can never leave it without an answer). */
+  #settle(key: string, policy: BucketPolicy, nowMs: number, row: ReservedRow): RateDecision {
     const tat = Number(row.tat_ms);
     const grantedNow = Number(row.granted);
     const after = describe(tat, nowMs, grantedNow > 0, policy);

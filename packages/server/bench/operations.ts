@@ -1,0 +1,78 @@
+/**
+ * (e) Operation throughput on the sandbox with no delay: `count` concurrent `POST /customers`, then
+ * until the engine has finished every `customer.create`. Reports creates answered per second and
+ * operations completed per second (goal: 500 on PostgreSQL). `BENCH_ONLY=operations` runs this part
+ * alone, on a server of its own; the api part runs it first to make the customers it reads.
+ */
+import { spawnServe } from '../test/serve-process.ts';
+import { OPERATOR_TOKEN, operator, partnerToken } from './common.ts';
+
+const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
+
+type Api = (method: string, path: string, body?: unknown) => Promise<Response>;
+
+/** Creates `burst-0` … `burst-<count-1>` at once and waits for all of them to be provisioned. */
+export async function burstCreates(label: string, api: Api, count: number): Promise<string> {
+  const started = performance.now();
+  const answers = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      api('POST', '/customers', { id: `burst-${i}`, owner: { username: 'owner', email: `owner@burst-${i}.example` } }).then(async (r) => {
+        await r.arrayBuffer();
+        return r.status;
+      }),
+    ),
+  );
+  const acceptedMs = performance.now() - started;
+  const refused = answers.filter((status) => status !== 202).length;
+  for (;;) {
+    const open = (await (await api('GET', '/customers?status=provisioning&limit=1')).json()) as { data: unknown[] };
+    if (open.data.length === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const doneMs = performance.now() - started;
+  return (
+    `${label}: (e) ${count} concurrent creates: all answered in ${Math.round(acceptedMs)} ms (${Math.round((count * 1000) / acceptedMs)} creates/s, ${refused} not 202); ` +
+    `all operations succeeded after ${Math.round(doneMs)} ms (${Math.round((count * 1000) / doneMs)} operations completed/s; goal 500 on PostgreSQL)`
+  );
+}
+
+/** A partner with room for `count` customers, and a function calling the partner API with its token. */
+export async function benchPartner(server: Awaited<ReturnType<typeof spawnServe>>, id: string): Promise<{ api: Api; key: string }> {
+  await operator(server, 'POST', '/partners', {
+    id,
+    display_name: 'Bench',
+    limits: { max_customers: 0, max_open_operations: 10_000, rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
+  });
+  // The default pool holds 500 standard customers; the bench makes more.
+  await operator(server, 'PUT', `/partners/${id}/capacity`, {
+    pool: { vcpu: 1_000_000, memory_gib: 4_000_000, storage_gib: 50_000_000 },
+  });
+  const key = String((await operator(server, 'POST', `/partners/${id}/keys`, {})).key);
+  const token = await partnerToken(server, key);
+  const api: Api = (method, path, body) =>
+    fetch(`${server.partnerUrl}/api/public/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+  return { api, key };
+}
+
+export async function benchOperations(label: string, env: Record<string, string>): Promise<string[]> {
+  const server = await spawnServe(
+    {
+      ...env,
+      TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
+      TENANTRY_SANDBOX_DELAY_MS: '0',
+      // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
+      ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
+    },
+    { keepOutput: false },
+  );
+  try {
+    const { api } = await benchPartner(server, 'bench');
+    return [await burstCreates(label, api, CREATIONS)];
+  } finally {
+    await server.stop();
+  }
+}
