@@ -42,19 +42,35 @@ async function assignablePlan(db: Db, settings: CapacitySettings, planId: string
   return plan;
 }
 
+/** A new customer's plan and quota, checked against the partner's catalogue and per-customer maximum. */
+export interface NewCustomerQuota {
+  planId: string;
+  quota: Resources;
+  /** The partner's pool as read then (the operator's change racing a creation is as if it came just after). */
+  pool: Resources;
+}
+
 /**
- * A new customer's quota: its plan's, allocated from the partner's pool in the creating transaction
- * (CONTRACT §4, Customers). Creations wait for the capacity lock rather than answer BUSY.
+ * The plan's quota for a new customer (CONTRACT §4, Customers), read and checked before the creating
+ * transaction takes its locks: the plan must be one the partner may assign, its GPU profiles ones it may
+ * grant, and it must fit the per-customer maximum.
  */
-export async function allocateNewCustomer(trx: Db, tenant: Tenant, planId: string): Promise<Resources> {
-  const settings = await capacitySettings(trx, tenant.partnerId);
-  const plan = await assignablePlan(trx, settings, planId);
+export async function newCustomerQuota(db: Db, tenant: Tenant, planId: string): Promise<NewCustomerQuota> {
+  const settings = await capacitySettings(db, tenant.partnerId);
+  const plan = await assignablePlan(db, settings, planId);
   assertGrantable(plan.quota, settings.gpuProfiles);
   assertPerCustomer(plan.quota, settings.perCustomerMax);
+  return { planId, quota: normalize(plan.quota), pool: settings.pool };
+}
+
+/**
+ * Takes a new customer's quota out of the partner's pool, in the creating transaction. Creations
+ * wait for the capacity lock rather than answer BUSY.
+ */
+export async function allocateNewCustomer(trx: Db, tenant: Tenant, wanted: NewCustomerQuota): Promise<void> {
   const allocated = await lockAllocation(trx, tenant.partnerId, tenant.mode);
-  assertPoolFits(settings.pool, allocated, ZERO, plan.quota);
-  await saveAllocation(trx, tenant.partnerId, tenant.mode, add(allocated, plan.quota));
-  return normalize(plan.quota);
+  assertPoolFits(wanted.pool, allocated, ZERO, wanted.quota);
+  await saveAllocation(trx, tenant.partnerId, tenant.mode, add(allocated, wanted.quota));
 }
 
 interface Change {

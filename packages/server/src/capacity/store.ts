@@ -79,20 +79,15 @@ export class LockNotAvailable extends Error {}
  * past it, LockNotAvailable (a quota or plan change answers BUSY rather than queueing).
  */
 export async function lockAllocation(trx: Db, partnerId: string, mode: KeyMode, nowaitMs?: number): Promise<Resources> {
-  await trx
-    .insertInto('capacity_allocations')
-    .values({ partner_id: partnerId, mode, allocated: JSON.stringify(ZERO) })
-    .onConflict((oc) => oc.columns(['partner_id', 'mode']).doNothing())
-    .execute();
   if (nowaitMs !== undefined) await sql`select set_config('lock_timeout', ${`${nowaitMs}ms`}, true)`.execute(trx);
   let row: { allocated: Resources };
   try {
+    // One statement makes the row if it is missing and locks it: an update that changes nothing.
     row = await trx
-      .selectFrom('capacity_allocations')
-      .select('allocated')
-      .where('partner_id', '=', partnerId)
-      .where('mode', '=', mode)
-      .forUpdate()
+      .insertInto('capacity_allocations')
+      .values({ partner_id: partnerId, mode, allocated: JSON.stringify(ZERO) })
+      .onConflict((oc) => oc.columns(['partner_id', 'mode']).doUpdateSet({ allocated: sql`capacity_allocations.allocated` }))
+      .returning('allocated')
       .executeTakeFirstOrThrow();
   } catch (error) {
     // The transaction is aborted either way; lock_not_available is the one we explain.

@@ -344,6 +344,37 @@ for (const target of testDatabases()) {
       // Test mode counts its own customers.
       await createCustomer(server, small.test, 'one-more');
     });
+
+    // Decision 211: a create writes its rows first and takes the partner's row last; the limits stay exact.
+    test('concurrent creates: exactly max_customers succeed, the rest answer LIMIT_REACHED, the count is exact', async () => {
+      const burst = await partnerWithModes(server, 'burst', {
+        limits: { max_customers: 4, rate_limit_per_minute: 10_000, rate_limit_burst: 1000 },
+      });
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => partnerApi(server, 'POST', '/customers', { token: burst.live, body: customerBody(`b${i}`) })),
+      );
+      const statuses = answers.map((a) => a.status).sort();
+      assert.deepEqual(statuses, [...Array(4).fill(202), ...Array(8).fill(403)], answers.map((a) => a.text).join('\n'));
+      for (const refused of answers.filter((a) => a.status === 403)) assertError(refused, 403, 'LIMIT_REACHED');
+      const listed = await partnerApi<{ data: unknown[] }>(server, 'GET', '/customers?limit=100', { token: burst.live });
+      assert.equal(listed.body.data.length, 4, 'refused creates left no customer behind');
+      const whoami = await partnerApi<{ data: { customer_count: number } }>(server, 'GET', '/auth/whoami', { token: burst.live });
+      assert.equal(whoami.body.data.customer_count, 4);
+    });
+
+    test('concurrent creates whose organization and first namespace clash: one is made, the other answers ALREADY_EXISTS', async () => {
+      const clash = await partnerWithModes(server, 'clash', { limits: { rate_limit_per_minute: 10_000, rate_limit_burst: 1000 } });
+      // Customer `c0` with project `d` is namespace `<prefix>-c0-d`, the organization of customer `c0-d`.
+      for (let round = 0; round < 5; round++) {
+        const [first, second] = await Promise.all([
+          partnerApi(server, 'POST', '/customers', { token: clash.live, body: { ...customerBody(`c${round}`), project: 'd' } }),
+          partnerApi(server, 'POST', '/customers', { token: clash.live, body: customerBody(`c${round}-d`) }),
+        ]);
+        const statuses = [first.status, second.status].sort();
+        assert.deepEqual(statuses, [202, 409], `${first.text}\n${second.text}`);
+        assertError(first.status === 409 ? first : second, 409, 'ALREADY_EXISTS');
+      }
+    });
   });
 
   describe(`customers while provisioning takes time [${target.name}]`, () => {

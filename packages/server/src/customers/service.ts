@@ -1,9 +1,10 @@
+import pLimit, { type LimitFunction } from 'p-limit';
 import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
-import { allocateNewCustomer } from '../capacity/quotas.ts';
+import { allocateNewCustomer, newCustomerQuota } from '../capacity/quotas.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
-import { uniqueViolation } from '../infra/db/database.ts';
+import { retryOnDeadlock, uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -13,7 +14,7 @@ import { toOperation } from '../operations/schemas.ts';
 import { assertOperationSlot, insertOperation, latestOperation } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { OperatorActor } from '../partners/service.ts';
-import { adjustCustomerCount, findPartnerForUpdate } from '../partners/store.ts';
+import { countNewCustomer } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
@@ -51,6 +52,8 @@ export interface CustomerServiceDeps {
 }
 
 const DAY_MS = 24 * 3600 * 1000;
+/** A partner's create transactions at once in one process (decision 211). */
+const CREATES_AT_ONCE = 2;
 
 /**
  * Customers of a partner (CONTRACT §4): create, read, suspend, resume and delete. A change that
@@ -61,8 +64,26 @@ const DAY_MS = 24 * 3600 * 1000;
 export class CustomerService {
   readonly #deps: CustomerServiceDeps;
 
+  /** Per partner: its creates' transactions running at once in this process (decision 211). */
+  readonly #creating = new Map<string, LimitFunction>();
+
   constructor(deps: CustomerServiceDeps) {
     this.#deps = deps;
+  }
+
+  /**
+   * A partner's creates wait for its row one after another anyway; a burst of them would hold every
+   * pooled connection while they wait, starving other partners' requests and the operation engine.
+   * Two at a time keep one inserting while the other holds the lock. One entry per partner that
+   * ever created a customer in this process.
+   */
+  #creatingFor(partnerId: string): LimitFunction {
+    let limit = this.#creating.get(partnerId);
+    if (!limit) {
+      limit = pLimit(CREATES_AT_ONCE);
+      this.#creating.set(partnerId, limit);
+    }
+    return limit;
   }
 
   /** Seconds a partner should wait for provisioning (decision 31): NOT_READY's and TOO_MANY_OPERATIONS' Retry-After. */
@@ -87,101 +108,113 @@ export class CustomerService {
       ]);
     }
     const now = tenant.now;
+    // What needs no lock is read first: the plan's quota, checked against the partner's catalogue.
+    let wanted = await newCustomerQuota(db, tenant, request.plan_id ?? tenant.partner.default_plan_id);
+    const row: CustomerRow = {
+      uid: newId('customer'),
+      platform_scope: tenant.scope,
+      partner_id: tenant.partnerId,
+      mode: tenant.mode,
+      id: request.id,
+      organization,
+      external_id: request.external_id ?? null,
+      display_name: request.display_name ?? null,
+      status: 'provisioning',
+      status_before_deletion: null,
+      plan_id: wanted.planId,
+      owner_username: request.owner.username,
+      owner_email: request.owner.email,
+      created_at: now,
+      updated_at: now,
+      suspended_at: null,
+      suspension_reason: null,
+      scheduled_deletion_at: null,
+      grace_days: null,
+      deletion_immediate: null,
+      quota: wanted.quota,
+      quota_revision: 1,
+      project_caps: {},
+      quota_applied_revision: null,
+      quota_retry_revision: null,
+      quota_retry_at: null,
+      quota_retry_count: 0,
+      quota_retry_problem: null,
+      held_at: null,
+      hold_reason: null,
+    };
     const result = await this.#insertOrExplain(request, () =>
-      db.transaction().execute(async (trx) => {
-        // The partner row is the lock that keeps its counts exact under concurrent creates.
-        const partner = await findPartnerForUpdate(trx, tenant.partnerId);
-        if (!partner) throw notFound('The partner');
-        const current = tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count;
-        if (partner.max_customers > 0 && current >= partner.max_customers) {
-          throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
-            details: { limit: 'max_customers', max: partner.max_customers, current },
-          });
-        }
-        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.retryAfterS);
-        await assertNamesFree(trx, tenant.scope, request, organization, namespace);
-        const planId = request.plan_id ?? partner.default_plan_id;
-        // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
-        const quota = await allocateNewCustomer(trx, tenant, planId);
-        const row: CustomerRow = {
-          uid: newId('customer'),
-          platform_scope: tenant.scope,
-          partner_id: tenant.partnerId,
-          mode: tenant.mode,
-          id: request.id,
-          organization,
-          external_id: request.external_id ?? null,
-          display_name: request.display_name ?? null,
-          status: 'provisioning',
-          status_before_deletion: null,
-          plan_id: planId,
-          owner_username: request.owner.username,
-          owner_email: request.owner.email,
-          created_at: now,
-          updated_at: now,
-          suspended_at: null,
-          suspension_reason: null,
-          scheduled_deletion_at: null,
-          grace_days: null,
-          deletion_immediate: null,
-          quota,
-          quota_revision: 1,
-          project_caps: {},
-          quota_applied_revision: null,
-          quota_retry_revision: null,
-          quota_retry_at: null,
-          quota_retry_count: 0,
-          quota_retry_problem: null,
-          held_at: null,
-          hold_reason: null,
-        };
-        await insertCustomer(trx, row);
-        // The owner and the first project are made on the platform by the operation (users and projects modules).
-        await insertUser(trx, {
-          uid: newId('user'),
-          customer_uid: row.uid,
-          platform_scope: tenant.scope,
-          partner_id: tenant.partnerId,
-          mode: tenant.mode,
-          customer_id: row.id,
-          username: request.owner.username,
-          email: request.owner.email,
-          email_key: request.owner.email.toLowerCase(),
-          role: 'admin',
-          is_owner: true,
-          first_name: request.owner.first_name ?? null,
-          last_name: request.owner.last_name ?? null,
-          required_actions: [],
-          created_at: now,
-          platform_state: 'pending',
-          platform_state_at: this.#deps.clock.now(),
-        });
-        await insertProject(trx, {
-          uid: newId('project'),
-          customer_uid: row.uid,
-          platform_scope: tenant.scope,
-          partner_id: tenant.partnerId,
-          mode: tenant.mode,
-          customer_id: row.id,
-          name: projectName,
-          state: 'provisioning',
-          namespace,
-          cidr: null,
-          created_at: now,
-          updated_at: now,
-        });
-        await adjustCustomerCount(trx, tenant.partnerId, tenant.mode, 1);
-        const operation = await insertOperation(trx, {
-          partnerId: tenant.partnerId,
-          mode: tenant.mode,
-          type: 'customer.create',
-          customerUid: row.uid,
-          customerId: row.id,
-          project: projectName,
-          now,
-        });
-        return { customer: toCustomer(row), operation: toOperation(operation) };
-      }),
+      retryOnDeadlock(() =>
+        this.#creatingFor(tenant.partnerId)(() =>
+          db.transaction().execute(async (trx) => {
+            // The rows first, with no lock held: a clash of ids or namespaces is found by their unique keys.
+            await insertCustomer(trx, row);
+            // The owner and the first project are made on the platform by the operation (users and projects modules).
+            await insertUser(trx, {
+              uid: newId('user'),
+              customer_uid: row.uid,
+              platform_scope: tenant.scope,
+              partner_id: tenant.partnerId,
+              mode: tenant.mode,
+              customer_id: row.id,
+              username: request.owner.username,
+              email: request.owner.email,
+              email_key: request.owner.email.toLowerCase(),
+              role: 'admin',
+              is_owner: true,
+              first_name: request.owner.first_name ?? null,
+              last_name: request.owner.last_name ?? null,
+              required_actions: [],
+              created_at: now,
+              platform_state: 'pending',
+              platform_state_at: this.#deps.clock.now(),
+            });
+            await insertProject(trx, {
+              uid: newId('project'),
+              customer_uid: row.uid,
+              platform_scope: tenant.scope,
+              partner_id: tenant.partnerId,
+              mode: tenant.mode,
+              customer_id: row.id,
+              name: projectName,
+              state: 'provisioning',
+              namespace,
+              cidr: null,
+              created_at: now,
+              updated_at: now,
+            });
+            // Then the partner's row: counting the customer locks it, and the lock keeps the partner's
+            // counts, names and pool exact under concurrent creates. Every create of the partner waits
+            // here for the one before to commit, so the statements from here on are few (decision 211).
+            const partner = await countNewCustomer(trx, tenant.partnerId, tenant.mode);
+            if (!partner) throw notFound('The partner');
+            const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
+            if (partner.max_customers > 0 && current >= partner.max_customers) {
+              throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
+                details: { limit: 'max_customers', max: partner.max_customers, current },
+              });
+            }
+            await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.retryAfterS);
+            await assertNamesFree(trx, tenant.scope, request, organization, namespace);
+            // The default plan changed since it was read (rare): the customer takes the new one.
+            if (request.plan_id === undefined && partner.default_plan_id !== wanted.planId) {
+              wanted = await newCustomerQuota(trx, tenant, partner.default_plan_id);
+              Object.assign(row, await updateCustomer(trx, row.uid, { plan_id: wanted.planId, quota: wanted.quota }));
+            }
+            // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
+            await allocateNewCustomer(trx, tenant, wanted);
+            const operation = await insertOperation(trx, {
+              partnerId: tenant.partnerId,
+              mode: tenant.mode,
+              type: 'customer.create',
+              customerUid: row.uid,
+              customerId: row.id,
+              project: projectName,
+              now,
+            });
+            return { customer: toCustomer(row), operation: toOperation(operation) };
+          }),
+        ),
+      ),
     );
     partnerCache.invalidate(tenant.partnerId);
     onOperationOpened();

@@ -66,6 +66,21 @@ export async function listPartners<T>(
 }
 
 /** A partner's customer count of one mode (live and test customers are counted apart). */
+/**
+ * Counts one more customer of the mode and answers the partner's row: the update also locks the row,
+ * which keeps the partner's counts, names and pool exact under concurrent creates until the commit.
+ */
+export async function countNewCustomer(trx: Db, partnerId: string, mode: KeyMode): Promise<PartnerRow | undefined> {
+  return trx
+    .updateTable('partners')
+    .set((eb) =>
+      mode === 'live' ? { customer_count: eb('customer_count', '+', 1) } : { test_customer_count: eb('test_customer_count', '+', 1) },
+    )
+    .where('id', '=', partnerId)
+    .returningAll()
+    .executeTakeFirst();
+}
+
 export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
   await trx
     .updateTable('partners')

@@ -96,6 +96,20 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message);
 }
 
+/**
+ * Runs a transaction again, once, if PostgreSQL broke a deadlock by aborting it (SQLSTATE 40P01): for a
+ * transaction that writes rows before it takes a shared lock, which another transaction may hold while
+ * it waits on one of those rows. The second run sees the other's commit.
+ */
+export async function retryOnDeadlock<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if ((error as { code?: unknown } | undefined)?.code !== '40P01') throw error;
+    return run();
+  }
+}
+
 /** The constraint a unique violation (SQLSTATE 23505) hit, or undefined for any other error. */
 export function uniqueViolation(error: unknown): string | undefined {
   if (!(error instanceof Error)) return undefined;

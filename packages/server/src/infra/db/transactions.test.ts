@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { testDatabases } from '../../../test/harness.ts';
-import type { DatabaseHandle } from './database.ts';
+import { type DatabaseHandle, retryOnDeadlock, uniqueViolation } from './database.ts';
 import { afterCommit, inTransaction } from './transactions.ts';
 
 for (const target of testDatabases()) {
@@ -74,5 +74,56 @@ for (const target of testDatabases()) {
       const ran = await new Promise<boolean>((resolve) => afterCommit(() => resolve(true)));
       assert.equal(ran, true);
     });
+
+    // One connection cannot deadlock with itself: PostgreSQL only.
+    if (target.name === 'postgres')
+      test('retryOnDeadlock: the transaction PostgreSQL aborts to break a deadlock runs once more, and sees the other commit', async () => {
+        await sql`create table deadlock_locks (id text primary key)`.execute(handle.db);
+        await sql`insert into deadlock_locks values ('partner')`.execute(handle.db);
+        let inserted!: () => void;
+        const firstInserted = new Promise<void>((resolve) => {
+          inserted = resolve;
+        });
+        let locked!: () => void;
+        const otherLocked = new Promise<void>((resolve) => {
+          locked = resolve;
+        });
+        let runs = 0;
+        // The other transaction: takes the shared lock, then writes the row the first one wrote.
+        const other = handle.db.transaction().execute(async (trx) => {
+          await firstInserted;
+          await sql`select id from deadlock_locks where id = 'partner' for update`.execute(trx);
+          locked();
+          // Once the first waits for the lock, this insert waits for the first: a cycle.
+          for (;;) {
+            const waiting = await sql<{ n: number }>`
+            select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
+              handle.db,
+            );
+            if ((waiting.rows[0]?.n ?? 0) > 0) break;
+            await new Promise((resolve) => setTimeout(resolve, 5));
+          }
+          await sql`insert into marks values ('deadlocked')`.execute(trx);
+        });
+        const first = retryOnDeadlock(() =>
+          handle.db.transaction().execute(async (trx) => {
+            runs++;
+            // This transaction finds the cycle first, so PostgreSQL aborts this one.
+            await sql`set local deadlock_timeout = '50ms'`.execute(trx);
+            await sql`insert into marks values ('deadlocked')`.execute(trx);
+            if (runs === 1) {
+              inserted();
+              await otherLocked;
+            }
+            await sql`select id from deadlock_locks where id = 'partner' for update`.execute(trx);
+          }),
+        );
+        const [firstResult, otherResult] = await Promise.allSettled([first, other]);
+        assert.equal(otherResult.status, 'fulfilled');
+        assert.equal(runs, 2, 'ran again after the deadlock');
+        // The second run sees the row the other committed: here a unique violation, which a create explains.
+        assert.equal(firstResult.status, 'rejected');
+        assert.equal(uniqueViolation((firstResult as PromiseRejectedResult).reason), 'marks_pkey');
+      });
   });
 }
