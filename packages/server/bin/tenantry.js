@@ -4,6 +4,7 @@
 // user's PATH is often older (Node 20 on many machines): then it finds the Node 24 the project
 // installed (the `node` npm package, a dev dependency) and runs the CLI on it, or says in one line
 // what is needed. On Node 24 it imports the CLI in this process: no second process.
+// Node's compile cache is turned on before any TypeScript is loaded (compile-cache.js).
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -26,8 +27,8 @@ function projectNode() {
 }
 
 if (major(process.versions.node) >= NEEDED) {
-  // The compile cache first, so that it covers every module of the CLI (src/cli/compile-cache.ts).
-  (await import('../src/cli/compile-cache.ts')).useCompileCache();
+  // The compile cache first, so that it covers every module of the CLI (compile-cache.js).
+  (await import('./compile-cache.js')).useCompileCache();
   await import('../src/cli/main.ts');
 } else {
   const node = projectNode();
@@ -37,8 +38,8 @@ if (major(process.versions.node) >= NEEDED) {
     );
     process.exit(1);
   }
-  const main = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
-  const child = spawn(node, [main, ...process.argv.slice(2)], { stdio: 'inherit' });
+  // This file again, on Node 24: it turns the compile cache on before the CLI's TypeScript loads.
+  const child = spawn(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
   // Signals sent to this process reach the CLI too (its handlers are idempotent: a terminal's Ctrl-C reaches both).
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('error', (error) => {

@@ -2,7 +2,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 
-const CLI = fileURLToPath(new URL('../src/cli/main.ts', import.meta.url));
+/** The installed `tenantry` command's entry: what a user runs, compile cache included. */
+const CLI = fileURLToPath(new URL('../bin/tenantry.js', import.meta.url));
 
 export interface ServeProcess {
   child: ChildProcess;

@@ -3,7 +3,7 @@ import { chmodSync, mkdirSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { useCompileCache } from './compile-cache.ts';
+import { useCompileCache } from '../../bin/compile-cache.js';
 
 // One process enables the cache once: the refusal is checked first, then the cache that is used.
 test('a cache directory someone else can write to is not used', () => {

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
+import { useCompileCache } from '../../bin/compile-cache.js';
 import { registerImageCommands } from '../images/validate-command.ts';
 import { registerCapacityCommands } from './capacity-commands.ts';
-import { useCompileCache } from './compile-cache.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { registerListenCommands } from './listen-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
@@ -14,7 +14,8 @@ import { registerProvisioningCommands } from './provisioning-commands.ts';
 import { registerSecretKeyCommands } from './secret-key-commands.ts';
 import { registerServeCommand } from './serve-command.ts';
 
-// Before the modules a command loads on demand (the server, Kubernetes, bootstrap) are compiled.
+// Before the modules a command loads on demand (the server, Kubernetes, bootstrap) are compiled (the
+// `tenantry` command turned it on already, before this file; `node src/cli/main.ts` turns it on here).
 useCompileCache();
 
 const program = new Command('tenantry')

@@ -18,6 +18,7 @@ import {
   findUserByUid,
   insertUser,
   listUsers,
+  markOwnerPlatformReady,
   removeUserByUid,
   setUserPlatformState,
   type UserRow,
@@ -191,8 +192,7 @@ export class UserService {
 
   /** The owner is on the platform (in the transaction that settles its customer's creation). */
   async markOwnerReady(trx: Db, customerUid: string, at: Date): Promise<void> {
-    const owner = await findOwner(trx, customerUid);
-    if (owner && owner.platform_state !== 'ready') await setUserPlatformState(trx, owner.uid, 'ready', at);
+    await markOwnerPlatformReady(trx, customerUid, at);
   }
 
   /**

@@ -35,6 +35,17 @@ export async function setUserPlatformState(db: Db, uid: string, state: UserPlatf
   await db.updateTable('users').set({ platform_state: state, platform_state_at: at }).where('uid', '=', uid).execute();
 }
 
+/** The customer's owner is on the platform: one statement, nothing done when it already was. */
+export async function markOwnerPlatformReady(db: Db, customerUid: string, at: Date): Promise<void> {
+  await db
+    .updateTable('users')
+    .set({ platform_state: 'ready', platform_state_at: at })
+    .where('customer_uid', '=', customerUid)
+    .where('is_owner', '=', true)
+    .where('platform_state', '<>', 'ready')
+    .execute();
+}
+
 /** Users a request left half-made or half-removed before `before` (not owners: their customer's operation settles them). */
 export async function usersToReconcile(db: Db, before: Date, limit: number): Promise<UserRow[]> {
   return db

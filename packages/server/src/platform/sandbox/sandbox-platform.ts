@@ -453,12 +453,13 @@ export class SandboxPlatform implements Platform {
       attrs,
     };
     // A repeat (after a crash) finds the first insert's object: the same outcome, never a second failure.
-    await this.#db
+    const inserted = await this.#db
       .insertInto('sandbox_objects')
       .values({ platform_scope: scopeOf(ctx), kind, name, organization, ...row, attrs: JSON.stringify(attrs) })
       .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
-      .execute();
-    return (await this.#object(ctx, kind, name)) ?? row;
+      .returning(['ready_at', 'failure_code', 'failure_message', 'gone_at', 'attrs'])
+      .executeTakeFirst();
+    return inserted ?? (await this.#object(ctx, kind, name)) ?? row;
   }
 
   async #takeFailure(ctx: PlatformContext, type: string): Promise<{ code: string; message: string | null } | undefined> {
