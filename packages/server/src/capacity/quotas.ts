@@ -11,8 +11,12 @@ import type { Plan, PutQuotaRequest, Quota } from './schemas.ts';
 import {
   type CapacitySettings,
   capacitySettings,
+  DEFAULT_PER_CUSTOMER_MAX,
+  DEFAULT_POOL,
+  findCapacityRow,
   findPlan,
   LockNotAvailable,
+  listGpuProfiles,
   lockAllocation,
   type PlanRow,
   saveAllocation,
@@ -56,11 +60,16 @@ export interface NewCustomerQuota {
  * grant, and it must fit the per-customer maximum.
  */
 export async function newCustomerQuota(db: Db, tenant: Tenant, planId: string): Promise<NewCustomerQuota> {
-  const settings = await capacitySettings(db, tenant.partnerId);
-  const plan = await assignablePlan(db, settings, planId);
-  assertGrantable(plan.quota, settings.gpuProfiles);
-  assertPerCustomer(plan.quota, settings.perCustomerMax);
-  return { planId, quota: normalize(plan.quota), pool: settings.pool };
+  // Two reads where the full settings take four: the catalogue's lists are read only when a rule needs them.
+  const [row, found] = await Promise.all([findCapacityRow(db, tenant.partnerId), findPlan(db, planId)]);
+  const quick = found !== undefined && (row?.plans ? row.plans.includes(planId) : true) ? found : undefined;
+  // Refused: the full check answers PLAN_NOT_ALLOWED naming the plans the partner may assign.
+  const plan = quick ?? (await assignablePlan(db, await capacitySettings(db, tenant.partnerId), planId));
+  if (Object.values(plan.quota.gpus).some((n) => n > 0)) {
+    assertGrantable(plan.quota, row?.gpu_profiles ?? (await listGpuProfiles(db)).map((p) => p.name));
+  }
+  assertPerCustomer(plan.quota, row?.per_customer_max ?? DEFAULT_PER_CUSTOMER_MAX);
+  return { planId, quota: normalize(plan.quota), pool: row?.pool ?? DEFAULT_POOL };
 }
 
 /**

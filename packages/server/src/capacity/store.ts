@@ -40,10 +40,15 @@ export async function findPlan(db: Db, id: string): Promise<PlanRow | undefined>
   return db.selectFrom('plans').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+/** The operator's capacity settings of a partner as stored (undefined: all defaults). */
+export async function findCapacityRow(db: Db, partnerId: string) {
+  return db.selectFrom('partner_capacity').selectAll().where('partner_id', '=', partnerId).executeTakeFirst();
+}
+
 /** A partner's settings, the defaults filled in (a missing list means the whole catalogue). */
 export async function capacitySettings(db: Db, partnerId: string): Promise<CapacitySettings> {
   const [row, plans, profiles] = await Promise.all([
-    db.selectFrom('partner_capacity').selectAll().where('partner_id', '=', partnerId).executeTakeFirst(),
+    findCapacityRow(db, partnerId),
     db.selectFrom('plans').select('id').orderBy('id').execute(),
     db.selectFrom('gpu_profiles').select('name').orderBy('name').execute(),
   ]);
