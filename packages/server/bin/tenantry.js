@@ -39,7 +39,8 @@ if (major(process.versions.node) >= NEEDED) {
     process.exit(1);
   }
   // This file again, on Node 24: it turns the compile cache on before the CLI's TypeScript loads.
-  const child = spawn(node, [fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  // With V8's young generation capped as `npm start` and the chart run the server (decision 213).
+  const child = spawn(node, ['--max-semi-space-size=8', fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
   // Signals sent to this process reach the CLI too (its handlers are idempotent: a terminal's Ctrl-C reaches both).
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('error', (error) => {

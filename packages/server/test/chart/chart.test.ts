@@ -84,6 +84,7 @@ describe('chart: rendered with the real helm, every object validated against its
     const config = find(objects, 'ConfigMap', 'tenantry') as unknown as { data: Record<string, string> };
     assert.equal(config.data.TENANTRY_LISTEN, '0.0.0.0:8080');
     assert.equal(config.data.TENANTRY_OPERATOR_LISTEN, '0.0.0.0:8081');
+    assert.equal(config.data.NODE_OPTIONS, '--max-semi-space-size=8', "V8's young generation is capped (decision 213)");
   });
 
   test('the cluster API endpoint enabled: pool, advertisement, selector-less Service, manager with least privilege', () => {
