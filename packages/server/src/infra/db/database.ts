@@ -2,7 +2,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { ensurePrivateDir, makeOwnerOnly } from '../data-dir.ts';
 import { acquireEmbeddedLock } from './embedded-lock.ts';
-import { PGlitePool } from './pglite-pool.ts';
+import type { PGlitePool } from './pglite-pool.ts';
 import { trackTransactions } from './transactions.ts';
 
 export interface DatabaseHandle<DB = unknown> {
@@ -27,6 +27,8 @@ pg.types.setTypeParser(20, (value) => Number(value));
 /** Opens the database. The schema type is the composition root's (app/database.ts): infra knows no module's tables. */
 export async function openDatabase<DB>(target: DatabaseTarget): Promise<DatabaseHandle<DB>> {
   if (target.kind === 'embedded') {
+    // Loaded only for an embedded database: a server on PostgreSQL does not hold PGlite's code (8 MB).
+    const { PGlitePool } = await import('./pglite-pool.ts');
     const { dataDir } = target;
     if (dataDir === undefined) return embedded<DB>(await PGlitePool.open(undefined), undefined, () => {});
     // Before anything touches the files: one process per embedded database.
