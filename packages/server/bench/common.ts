@@ -7,6 +7,20 @@ import type { ServeProcess } from '../test/serve-process.ts';
 /** Shared by the bench scripts: the operator token the spawned servers run with, and API helpers. */
 export const OPERATOR_TOKEN = 'bench-operator-token-0123456789';
 
+/**
+ * The environment of a bench's `tenantry serve`: the bench's operator token, the sandbox with no delay,
+ * and BENCH_SERVE_NODE_OPTIONS as NODE_OPTIONS (`--cpu-prof` profiles the server, written when it stops).
+ */
+export function benchServeEnv(env: Record<string, string>, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ...env,
+    TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
+    TENANTRY_SANDBOX_DELAY_MS: '0',
+    ...extra,
+    ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
+  };
+}
+
 export async function operator(server: ServeProcess, method: string, path: string, body: unknown): Promise<Record<string, unknown>> {
   const response = await fetch(`${server.operatorUrl}/api/operator/v1${path}`, {
     method,

@@ -5,7 +5,7 @@
  * alone, on a server of its own; the api part runs it first to make the customers it reads.
  */
 import { spawnServe } from '../test/serve-process.ts';
-import { OPERATOR_TOKEN, operator, partnerToken } from './common.ts';
+import { benchServeEnv, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 
@@ -59,16 +59,7 @@ export async function benchPartner(server: Awaited<ReturnType<typeof spawnServe>
 }
 
 export async function benchOperations(label: string, env: Record<string, string>): Promise<string[]> {
-  const server = await spawnServe(
-    {
-      ...env,
-      TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
-      TENANTRY_SANDBOX_DELAY_MS: '0',
-      // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
-      ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
-    },
-    { keepOutput: false },
-  );
+  const server = await spawnServe(benchServeEnv(env), { keepOutput: false });
   try {
     const { api } = await benchPartner(server, 'bench');
     return [await burstCreates(label, api, CREATIONS)];

@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { spawnServe } from '../test/serve-process.ts';
-import { loadInterleaved, OPERATOR_TOKEN, operator, partnerToken, type Result } from './common.ts';
+import { benchServeEnv, loadInterleaved, operator, partnerToken, type Result } from './common.ts';
 
 async function bareNode(): Promise<{ url: string; pid: number; stop(): void }> {
   const child = spawn(process.execPath, [fileURLToPath(new URL('./bare-node-server.ts', import.meta.url))], {
@@ -58,16 +58,7 @@ async function consoleSession(server: Awaited<ReturnType<typeof spawnServe>>): P
 
 export async function benchImages(label: string, env: Record<string, string>): Promise<{ results: Result[]; notes: string[] }> {
   const bare = await bareNode();
-  const server = await spawnServe(
-    {
-      ...env,
-      TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
-      TENANTRY_SANDBOX_DELAY_MS: '0',
-      // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
-      ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
-    },
-    { keepOutput: false },
-  );
+  const server = await spawnServe(benchServeEnv(env), { keepOutput: false });
   let measured: Result[];
   try {
     const { cookie, namespace } = await consoleSession(server);

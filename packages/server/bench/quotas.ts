@@ -7,7 +7,7 @@
  * BUSY (the capacity lock was not free within its wait), counted apart from successes.
  */
 import { type ServeProcess, spawnServe } from '../test/serve-process.ts';
-import { OPERATOR_TOKEN, operator, partnerToken, percentile } from './common.ts';
+import { benchServeEnv, operator, partnerToken, percentile } from './common.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -21,10 +21,7 @@ interface Worker {
 }
 
 export async function benchQuotas(label: string, env: Record<string, string>): Promise<string[]> {
-  const server = await spawnServe(
-    { ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '0' },
-    { keepOutput: false },
-  );
+  const server = await spawnServe(benchServeEnv(env), { keepOutput: false });
   try {
     const tokens: string[] = [];
     for (let p = 0; p < PARTNERS; p++) {

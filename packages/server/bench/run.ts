@@ -35,11 +35,11 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { spawnServe } from '../test/serve-process.ts';
 import {
+  benchServeEnv,
   CONNECTIONS,
   DURATION_S,
   load,
   loadInterleaved,
-  OPERATOR_TOKEN,
   openServerDatabase,
   operator,
   partnerToken,
@@ -95,14 +95,7 @@ async function startFloors(env: Record<string, string>): Promise<{ url: string; 
 
 async function benchDatabase(label: string, env: Record<string, string>, notes: Notes): Promise<Row[]> {
   // Logging stays at info, as in production: one JSON line per request is part of the cost.
-  const serveEnv = {
-    ...env,
-    TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
-    TENANTRY_SANDBOX_DELAY_MS: '0',
-    ...(process.env.BENCH_SERVE_LOG_LEVEL ? { TENANTRY_LOG_LEVEL: process.env.BENCH_SERVE_LOG_LEVEL } : {}),
-    // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
-    ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
-  };
+  const serveEnv = benchServeEnv(env, process.env.BENCH_SERVE_LOG_LEVEL ? { TENANTRY_LOG_LEVEL: process.env.BENCH_SERVE_LOG_LEVEL } : {});
   let server = await spawnServe(serveEnv, { keepOutput: false });
   let floor: Awaited<ReturnType<typeof startFloors>> | undefined;
   // Idle: started, nothing asked yet but the health check, settled for two seconds. On a new embedded

@@ -5,7 +5,7 @@
  */
 import { Tenantry } from '../../sdk/src/index.ts';
 import { spawnServe } from '../test/serve-process.ts';
-import { OPERATOR_TOKEN, operator, partnerToken, percentile } from './common.ts';
+import { benchServeEnv, operator, partnerToken, percentile } from './common.ts';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -33,10 +33,7 @@ async function measure(label: string, call: () => Promise<unknown>): Promise<{ l
 }
 
 export async function benchSdk(label: string, env: Record<string, string>): Promise<string[]> {
-  const server = await spawnServe(
-    { ...env, TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN, TENANTRY_SANDBOX_DELAY_MS: '0' },
-    { keepOutput: false },
-  );
+  const server = await spawnServe(benchServeEnv(env), { keepOutput: false });
   try {
     await operator(server, 'POST', '/partners', {
       id: 'sdk-bench',

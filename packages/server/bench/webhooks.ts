@@ -9,7 +9,7 @@
 import { recordEvent } from '../src/events/store.ts';
 import { spawnServe } from '../test/serve-process.ts';
 import { TEST_CA_FILE, WebhookReceiver } from '../test/webhook-receiver.ts';
-import { OPERATOR_TOKEN, openServerDatabase, operator, partnerToken, percentile } from './common.ts';
+import { benchServeEnv, openServerDatabase, operator, partnerToken, percentile } from './common.ts';
 
 const BACKLOG = Number(process.env.BENCH_WEBHOOK_BACKLOG ?? 10_000);
 const LAG_S = Number(process.env.BENCH_WEBHOOK_LAG_S ?? 60);
@@ -19,14 +19,7 @@ const CUSTOMERS = 50;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function benchWebhooks(label: string, env: Record<string, string>): Promise<string[]> {
-  const serveEnv = {
-    ...env,
-    TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,
-    TENANTRY_SANDBOX_DELAY_MS: '0',
-    TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE,
-    // BENCH_SERVE_NODE_OPTIONS=--cpu-prof profiles the server (written when it stops).
-    ...(process.env.BENCH_SERVE_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_SERVE_NODE_OPTIONS } : {}),
-  };
+  const serveEnv = benchServeEnv(env, { TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE });
   const receiver = await new WebhookReceiver().listen();
   let server = await spawnServe(serveEnv, { keepOutput: false });
   const notes: string[] = [];

@@ -65,7 +65,6 @@ export async function listPartners<T>(
   return toPage(rows, query.limit, toItem, (last) => cursors.encode('partners', {}, [last.id]));
 }
 
-/** A partner's customer count of one mode (live and test customers are counted apart). */
 /**
  * Counts one more customer of the mode and answers the partner's row: the update also locks the row,
  * which keeps the partner's counts, names and pool exact under concurrent creates until the commit.
@@ -81,6 +80,7 @@ export async function countNewCustomer(trx: Db, partnerId: string, mode: KeyMode
     .executeTakeFirst();
 }
 
+/** A partner's customer count of one mode (live and test customers are counted apart). */
 export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
   await trx
     .updateTable('partners')
