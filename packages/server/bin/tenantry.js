@@ -39,8 +39,13 @@ if (major(process.versions.node) >= NEEDED) {
     process.exit(1);
   }
   // This file again, on Node 24: it turns the compile cache on before the CLI's TypeScript loads.
-  // With V8's young generation capped as `npm start` and the chart run the server (decision 213).
-  const child = spawn(node, ['--max-semi-space-size=8', fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  // Started as `npm start` and the chart start the server (process-settings.js); the user's own
+  // environment wins.
+  const { NODE_FLAGS, MALLOC_ENV } = await import('./process-settings.js');
+  const child = spawn(node, [...NODE_FLAGS, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: { ...MALLOC_ENV, ...process.env },
+  });
   // Signals sent to this process reach the CLI too (its handlers are idempotent: a terminal's Ctrl-C reaches both).
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('error', (error) => {

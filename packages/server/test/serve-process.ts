@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { MALLOC_ENV, NODE_FLAGS } from '../bin/process-settings.js';
 
 /** The installed `tenantry` command's entry: what a user runs, compile cache included. */
 const CLI = fileURLToPath(new URL('../bin/tenantry.js', import.meta.url));
@@ -27,9 +28,16 @@ export async function spawnServe(
 ): Promise<ServeProcess> {
   let listening = false;
   const sharedKey = env.TENANTRY_DATABASE_URL ? { TENANTRY_SECRET_KEY: SHARED_TEST_SECRET_KEY } : {};
-  // As `npm start` and the chart start it: V8's young generation capped (decision 213).
-  const child = spawn(process.execPath, ['--max-semi-space-size=8', CLI, 'serve', ...(options.args ?? [])], {
-    env: { PATH: process.env.PATH ?? '', TENANTRY_LISTEN: '127.0.0.1:0', TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0', ...sharedKey, ...env },
+  // As `npm start` and the chart start it (bin/process-settings.js).
+  const child = spawn(process.execPath, [...NODE_FLAGS, CLI, 'serve', ...(options.args ?? [])], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      ...MALLOC_ENV,
+      TENANTRY_LISTEN: '127.0.0.1:0',
+      TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
+      ...sharedKey,
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

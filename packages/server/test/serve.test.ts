@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { MALLOC_ENV, NODE_FLAGS } from '../bin/process-settings.js';
 import { runCli } from './cli-runner.ts';
 import { assertError, exchange, http, issueKey, OPERATOR_API, partnerApi, partnerWithToken } from './client.ts';
 import { createServerDatabase, dropServerDatabase, SERVER_DATABASE_URL, startTestServer, type TestDatabase } from './harness.ts';
@@ -60,9 +61,21 @@ describe('tenantry serve', () => {
     );
   });
 
+  test('npm start starts the server with the same Node flags and allocator settings as the chart and the tests', () => {
+    const root = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } };
+    const env = Object.entries(MALLOC_ENV).map(([name, value]) => `${name}=${value}`);
+    assert.equal(root.scripts.start, [...env, 'node', ...NODE_FLAGS, 'packages/server/bin/tenantry.js', 'serve'].join(' '));
+  });
+
   test('on the embedded defaults: generates the operator token (0600) into the data directory, serves, and stops cleanly on SIGTERM', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'tenantry-serve-'));
-    const server = await spawnServe({ TENANTRY_DATA_DIR: dataDir, TENANTRY_SANDBOX_DELAY_MS: '0' });
+    const builtinsFile = join(dataDir, 'loaded-builtins.txt');
+    const server = await spawnServe({
+      TENANTRY_DATA_DIR: dataDir,
+      TENANTRY_SANDBOX_DELAY_MS: '0',
+      NODE_OPTIONS: `--import=${fileURLToPath(new URL('./fixtures/loaded-builtins.mjs', import.meta.url))}`,
+      TENANTRY_TEST_BUILTINS_FILE: builtinsFile,
+    });
     const tokenFile = join(dataDir, 'operator-token');
     assert.equal(statSync(tokenFile).mode & 0o777, 0o600);
     const operatorToken = readFileSync(tokenFile, 'utf8').trim();
@@ -79,6 +92,11 @@ describe('tenantry serve', () => {
     assert.equal(await server.stop('SIGTERM'), 0);
     assert.match(server.output(), /tenantry stopped/);
     assert.ok(!server.output().includes(key), 'no key in the logs');
+    // Node's bundled fetch and WebSocket client (undici, with tls, http2 and zlib: 14 MB resident) is
+    // never loaded by a server that does not use it (decision 214, infra/http/node-http.ts).
+    const builtins = readFileSync(builtinsFile, 'utf8').split('\n');
+    assert.ok(builtins.includes('http'), 'the list is read from the server process');
+    assert.ok(!builtins.includes('internal/deps/undici/undici'), 'undici is not loaded');
 
     // Restarted on the same data directory: same token, same data.
     const again = await spawnServe({ TENANTRY_DATA_DIR: dataDir });

@@ -1,5 +1,6 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { http } from '../infra/http/node-http.ts';
 import type { EndpointManager } from './manager.ts';
 
 /**
@@ -7,7 +8,7 @@ import type { EndpointManager } from './manager.ts';
  * (Prometheus text format).
  */
 export async function serveManagerHttp(manager: EndpointManager, host: string, port: number): Promise<{ server: Server; url: string }> {
-  const server = createServer((request, response) => {
+  const server = http.createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method !== 'GET' && request.method !== 'HEAD') {
       response.writeHead(405, { allow: 'GET, HEAD' }).end();

@@ -1,6 +1,6 @@
-import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
+import { http } from '../infra/http/node-http.ts';
 import type { EndpointSettings } from './annotations.ts';
 
 export interface ProbeResult {
@@ -51,7 +51,7 @@ export const probeNode: Probe = (address, health) =>
             servername: health.host ?? '',
             rejectUnauthorized: !health.insecureSkipVerify,
           })
-        : httpRequest(options);
+        : http.request(options);
     const timer = setTimeout(() => {
       finish({ healthy: false, reason: `timeout after ${health.timeoutMs} ms` });
       request.destroy();

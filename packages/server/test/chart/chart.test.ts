@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { MALLOC_ENV, NODE_FLAGS } from '../../bin/process-settings.js';
 import { parseSettings } from '../../src/platform-endpoints/annotations.ts';
 import { lint, type RenderedObject, template } from './helm.ts';
 import { validateObject } from './schemas.ts';
@@ -84,7 +85,10 @@ describe('chart: rendered with the real helm, every object validated against its
     const config = find(objects, 'ConfigMap', 'tenantry') as unknown as { data: Record<string, string> };
     assert.equal(config.data.TENANTRY_LISTEN, '0.0.0.0:8080');
     assert.equal(config.data.TENANTRY_OPERATOR_LISTEN, '0.0.0.0:8081');
-    assert.equal(config.data.NODE_OPTIONS, '--max-semi-space-size=8', "V8's young generation is capped (decision 213)");
+    // Started as `npm start` and the tests start it (bin/process-settings.js; decisions 213 and 214).
+    assert.equal(config.data.NODE_OPTIONS, NODE_FLAGS.join(' '));
+    assert.equal(config.data.MALLOC_MMAP_THRESHOLD_, MALLOC_ENV.MALLOC_MMAP_THRESHOLD_);
+    assert.equal(config.data.MALLOC_ARENA_MAX, MALLOC_ENV.MALLOC_ARENA_MAX);
   });
 
   test('the cluster API endpoint enabled: pool, advertisement, selector-less Service, manager with least privilege', () => {

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -7,6 +7,7 @@ import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
+import { http } from './node-http.ts';
 import { installValidators } from './validation.ts';
 
 declare module 'fastify' {
@@ -167,7 +168,7 @@ function fastPathServer(
   inFlight: Map<Socket, number>,
 ) {
   return (handler: (req: IncomingMessage, res: ServerResponse) => void, opts: FastifyServerOptions) => {
-    const server = createServer({ requireHostHeader: false }, (req, res) => {
+    const server = http.createServer({ requireHostHeader: false }, (req, res) => {
       if (closing()) return handler(req, res);
       // Counted like the framework's requests, so a shutdown does not cut a response still being written.
       const socket = req.socket;
