@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import { PGlite, parse, protocol } from '@electric-sql/pglite';
 
 /**
  * A pg-Pool-shaped front for PGlite, so Kysely's PostgresDialect drives both
@@ -32,8 +32,11 @@ export class PGlitePool {
   #busy = false;
   readonly #waiting: Array<() => void> = [];
 
+  readonly #statements: PreparedStatements;
+
   private constructor(db: PGlite) {
     this.#db = db;
+    this.#statements = new PreparedStatements(db);
   }
 
   /**
@@ -68,7 +71,7 @@ export class PGlitePool {
     let released = false;
     return {
       query: async (sql, params) => {
-        const result = await this.#db.query(sql, params ? [...params] : []);
+        const result = await this.#statements.run(sql, params ?? []);
         // Kysely reads `command` only to report affected rows of writes.
         return { command: 'UPDATE', rowCount: result.affectedRows ?? 0, rows: result.rows };
       },
@@ -84,5 +87,90 @@ export class PGlitePool {
 
   async end(): Promise<void> {
     await this.#db.close();
+  }
+}
+
+const { serialize } = protocol;
+type BackendMessage = Awaited<ReturnType<PGlite['execProtocolStream']>>[number];
+type Results = ReturnType<typeof parse.parseResults>[number];
+
+/** How many statements stay prepared: more than the server's distinct hot statements, and a bounded cost in PostgreSQL's memory. */
+export const PREPARED_MAX = 128;
+
+/**
+ * Statements prepared once and run by name (decision 215). PGlite's own `query` parses and plans every
+ * statement again, and in WebAssembly that was most of a read's cost. This runs the same protocol as
+ * `query` (Bind, Describe, Execute, Sync on PGlite's exclusive lane, values serialised by PGlite's own
+ * serialisers, rows parsed by its own parser), with a named Parse the first time a text is seen. The
+ * least recently used statement is closed beyond PREPARED_MAX. A statement whose tables changed shape
+ * since it was prepared (PostgreSQL's "cached plan must not change result type") is prepared again.
+ */
+class PreparedStatements {
+  readonly #db: PGlite;
+  readonly #byText = new Map<string, { name: string; types: number[] }>();
+  #next = 0;
+
+  constructor(db: PGlite) {
+    this.#db = db;
+  }
+
+  run(sql: string, params: readonly unknown[]): Promise<Results> {
+    return this.#db._runExclusiveQuery(async () => {
+      try {
+        return await this.#run(sql, params);
+      } catch (error) {
+        if ((error as { code?: string }).code !== '0A000' || !this.#byText.has(sql)) throw error;
+        await this.#close(sql);
+        return await this.#run(sql, params);
+      }
+    });
+  }
+
+  async #run(sql: string, params: readonly unknown[]): Promise<Results> {
+    const messages: BackendMessage[] = [];
+    try {
+      const statement = this.#byText.get(sql) ?? (await this.#prepare(sql));
+      // Most recently used last: Map keeps insertion order.
+      this.#byText.delete(sql);
+      this.#byText.set(sql, statement);
+      const values = params.map((value, i) => {
+        if (value === null || value === undefined) return null;
+        const serializer = this.#db.serializers[statement.types[i] ?? 0];
+        return serializer ? serializer(value) : String(value);
+      });
+      messages.push(
+        ...(await this.#exec(serialize.bind({ statement: statement.name, values }))),
+        ...(await this.#exec(serialize.describe({ type: 'P' }))),
+        ...(await this.#exec(serialize.execute({}))),
+      );
+    } finally {
+      messages.push(...(await this.#exec(serialize.sync())));
+    }
+    await this.#db.syncToFs();
+    return parse.parseResults(messages, this.#db.parsers)[0] as Results;
+  }
+
+  async #prepare(sql: string): Promise<{ name: string; types: number[] }> {
+    const name = `tenantry_${this.#next++}`;
+    await this.#exec(serialize.parse({ name, text: sql }));
+    const described = await this.#exec(serialize.describe({ type: 'S', name }));
+    const types = (described.find((m) => m.name === 'parameterDescription') as { dataTypeIDs?: number[] } | undefined)?.dataTypeIDs ?? [];
+    const statement = { name, types };
+    if (this.#byText.size >= PREPARED_MAX) {
+      const oldest = this.#byText.keys().next().value;
+      if (oldest !== undefined) await this.#close(oldest);
+    }
+    return statement;
+  }
+
+  async #close(sql: string): Promise<void> {
+    const statement = this.#byText.get(sql);
+    if (!statement) return;
+    this.#byText.delete(sql);
+    await this.#exec(serialize.close({ type: 'S', name: statement.name }));
+  }
+
+  #exec(message: Uint8Array): Promise<BackendMessage[]> {
+    return this.#db.execProtocolStream(message, { syncToFs: false });
   }
 }
