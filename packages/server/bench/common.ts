@@ -76,7 +76,7 @@ export function rssMb(pid: number): number {
 }
 
 /** CPU time (user + system) a process has used, in microseconds, from /proc. */
-function cpuTimeUs(pid: number): number {
+export function cpuTimeUs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1_000_000) / 100;

@@ -5,7 +5,7 @@
  * alone, on a server of its own; the api part runs it first to make the customers it reads.
  */
 import { spawnServe } from '../test/serve-process.ts';
-import { benchServeEnv, operator, partnerToken } from './common.ts';
+import { benchServeEnv, cpuTimeUs, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 
@@ -62,7 +62,12 @@ export async function benchOperations(label: string, env: Record<string, string>
   const server = await spawnServe(benchServeEnv(env), { keepOutput: false });
   try {
     const { api } = await benchPartner(server, 'bench');
-    return [await burstCreates(label, api, CREATIONS)];
+    const pid = server.child.pid ?? 0;
+    const cpuBefore = cpuTimeUs(pid);
+    const line = await burstCreates(label, api, CREATIONS);
+    // What a customer costs the server, from its create to its operation's end (the bench's polls included).
+    const cpuPerCustomer = Math.round((cpuTimeUs(pid) - cpuBefore) / CREATIONS);
+    return [`${line}; server CPU ${cpuPerCustomer} µs a customer`];
   } finally {
     await server.stop();
   }

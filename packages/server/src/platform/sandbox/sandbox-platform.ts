@@ -1,6 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import ipaddr from 'ipaddr.js';
-import { type Kysely, type Selectable, sql } from 'kysely';
+import { type Expression, type Kysely, type RawBuilder, type Selectable, sql } from 'kysely';
 import { failureMessage, isFailureCode } from '../failures.ts';
 import {
   type AddressRange,
@@ -38,7 +37,7 @@ export interface SandboxOptions {
 
 /** Each partner's pool per mode: 10.0.0.0/14 cut into /24 ranges (1,024). */
 export const DEFAULT_ADDRESS_RANGES = 1024;
-const POOL_BASE = ipaddr.IPv4.parse('10.0.0.0').toByteArray();
+const POOL_BASE = '10.0.0.0';
 /** A provisioning step that never finishes (an injected PROVISIONING_TIMEOUT): the engine times it out. */
 const NEVER = new Date('9999-12-31T00:00:00Z');
 
@@ -92,16 +91,18 @@ export class SandboxPlatform implements Platform {
 
   async ensureOrganization(ctx: PlatformContext, org: OrganizationSpec): Promise<Progress> {
     await this.#latency(ctx);
-    const existing = await this.#object(ctx, 'organization', org.organization);
-    // What is left of a torn-down organization of this name does not stand in a new one's way.
-    if (existing?.gone_at && existing.gone_at <= ctx.now) await this.#forget(ctx, org.organization);
-    const row =
-      (existing?.gone_at && existing.gone_at <= ctx.now ? undefined : existing) ??
-      (await this.#insertObject(ctx, 'organization', org.organization, org.organization, this.#customerMs, 'customer.create', {
+    const make = () =>
+      this.#insertObject(ctx, 'organization', org.organization, org.organization, this.#customerMs, 'customer.create', {
         display_name: org.displayName,
         plan_id: org.planId,
-      }));
-    return progressOf(row, ctx.now);
+      });
+    let row = this.#readsFirst(ctx, 'customer.create') ? await this.#object(ctx, 'organization', org.organization) : await make();
+    // What is left of a torn-down organization of this name does not stand in a new one's way.
+    if (row?.gone_at && row.gone_at <= ctx.now) {
+      await this.#forget(ctx, org.organization);
+      row = undefined;
+    }
+    return progressOf(row ?? (await make()), ctx.now);
   }
 
   async deleteOrganization(ctx: PlatformContext, org: OrganizationRef): Promise<Progress> {
@@ -142,7 +143,31 @@ export class SandboxPlatform implements Platform {
   async reserveAddressRange(ctx: PlatformContext, project: ProjectRef): Promise<AddressRange> {
     await this.#latency(ctx);
     const { partnerId, mode } = ctx;
-    const cidr = await this.#db.transaction().execute(async (trx) => {
+    // The common case in one statement: the range above the highest taken, for a namespace with none.
+    // Any clash (the namespace has its range, another allocator took that index) or a full top takes
+    // the locked path below, which also finds ranges released under the top.
+    const next = await sql<{ cidr: string }>`
+      insert into sandbox_address_ranges (partner_id, mode, idx, cidr, namespace)
+      select ${partnerId}, ${mode}, top.idx, ${rangeCidr(sql.ref('top.idx'))}, ${project.namespace}
+      from (select coalesce(max(idx) + 1, 0) as idx from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode}) as top
+      where top.idx < ${this.#ranges}
+      on conflict do nothing
+      returning cidr`.execute(this.#db);
+    const made = next.rows[0]?.cidr;
+    if (made) return { state: 'done', cidr: made };
+    // The one-statement path takes no lock: a range it took after the locked path's read is a clash,
+    // and the locked path reads again (each clash is a range handed out, so this ends).
+    let cidr: string | undefined | typeof CLASH = CLASH;
+    for (let attempt = 0; cidr === CLASH && attempt <= this.#ranges; attempt++) cidr = await this.#reserveLocked(ctx, project);
+    if (cidr === CLASH) throw new Error('address range allocation kept clashing');
+    if (!cidr) return { state: 'failed', code: 'NO_ADDRESS_SPACE', message: failureMessage('NO_ADDRESS_SPACE') };
+    return { state: 'done', cidr };
+  }
+
+  /** Under the partner's allocator lock: the namespace's range, the one above the top, or one released below it. */
+  async #reserveLocked(ctx: PlatformContext, project: ProjectRef): Promise<string | undefined | typeof CLASH> {
+    const { partnerId, mode } = ctx;
+    return this.#db.transaction().execute(async (trx) => {
       // One allocator per partner and mode at a time (the lock ends with this transaction).
       await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-ranges:${partnerId}:${mode}`}))`.execute(trx);
       // The namespace's range if it has one, and the highest range taken, in one read.
@@ -161,25 +186,26 @@ export class SandboxPlatform implements Platform {
         idx = gap.rows[0]?.i;
       }
       if (idx === undefined) return undefined;
-      const range = rangeCidr(idx);
-      await trx
+      const inserted = await trx
         .insertInto('sandbox_address_ranges')
-        .values({ partner_id: partnerId, mode, idx, cidr: range, namespace: project.namespace })
-        .execute();
-      return range;
+        .values({ partner_id: partnerId, mode, idx, cidr: rangeCidr(sql.val(idx)), namespace: project.namespace })
+        .onConflict((oc) => oc.doNothing())
+        .returning('cidr')
+        .executeTakeFirst();
+      return inserted?.cidr ?? CLASH;
     });
-    if (!cidr) return { state: 'failed', code: 'NO_ADDRESS_SPACE', message: failureMessage('NO_ADDRESS_SPACE') };
-    return { state: 'done', cidr };
   }
 
   async ensureProject(ctx: PlatformContext, project: ProjectSpec): Promise<Progress> {
     await this.#latency(ctx);
-    const row =
-      (await this.#object(ctx, 'project', project.namespace)) ??
-      (await this.#insertObject(ctx, 'project', project.namespace, project.organization, this.#projectMs, 'project.create', {
+    const make = () =>
+      this.#insertObject(ctx, 'project', project.namespace, project.organization, this.#projectMs, 'project.create', {
         project: project.project,
         cidr: project.cidr,
-      }));
+      });
+    const row = this.#readsFirst(ctx, 'project.create')
+      ? ((await this.#object(ctx, 'project', project.namespace)) ?? (await make()))
+      : await make();
     return progressOf(row, ctx.now);
   }
 
@@ -209,26 +235,24 @@ export class SandboxPlatform implements Platform {
 
   async ensureUser(ctx: PlatformContext, user: UserSpec): Promise<Progress> {
     await this.#latency(ctx);
-    // A user lives in the organization's realm: none before the organization is ready.
-    const org = await this.#object(ctx, 'organization', user.organization);
+    // A user lives in the organization's realm: none before the organization is ready. One statement
+    // reads the organization and adds the user only if it is ready (a repeat finds the user there).
+    const scope = scopeOf(ctx);
+    const attrs = JSON.stringify({ email: user.email, role: user.role, owner: user.isOwner, required_actions: [] });
+    const { rows } = await sql<{ ready_at: Date; gone_at: Date | null }>`
+      with org as (
+        select ready_at, gone_at from sandbox_objects
+        where platform_scope = ${scope} and kind = 'organization' and name = ${user.organization}),
+      added as (
+        insert into sandbox_objects (platform_scope, kind, name, organization, ready_at, gone_at, attrs)
+        select ${scope}, 'user', ${userName(user)}, ${user.organization}, ${ctx.now}::timestamptz, null, ${attrs}::jsonb
+        from org where gone_at is null and ready_at <= ${ctx.now}::timestamptz
+        on conflict (platform_scope, kind, name) do nothing)
+      select ready_at, gone_at from org`.execute(this.#db);
+    const org = rows[0];
     if (!org || org.gone_at)
       return { state: 'failed', code: 'UPSTREAM_NOT_FOUND', message: `Organization ${user.organization} does not exist.` };
     if (org.ready_at > ctx.now) return { state: 'in_progress', until: org.ready_at };
-    await this.#db
-      .insertInto('sandbox_objects')
-      .values({
-        platform_scope: scopeOf(ctx),
-        kind: 'user',
-        name: userName(user),
-        organization: user.organization,
-        ready_at: ctx.now,
-        failure_code: null,
-        failure_message: null,
-        gone_at: null,
-        attrs: JSON.stringify({ email: user.email, role: user.role, owner: user.isOwner, required_actions: [] }),
-      })
-      .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
-      .execute();
     return { state: 'done' };
   }
 
@@ -422,6 +446,15 @@ export class SandboxPlatform implements Platform {
     });
   }
 
+  /**
+   * Whether an object is read before it is inserted: only where a failure may have been injected for
+   * this step (test mode), so a repeated look finds the first one's object and never takes a second
+   * failure. Elsewhere the insert comes first, and the object is read only when it was there already.
+   */
+  #readsFirst(ctx: PlatformContext, step: 'customer.create' | 'project.create'): boolean {
+    return ctx.mode === 'test' && ctx.operation?.type === step;
+  }
+
   async #object(ctx: PlatformContext, kind: SandboxObjectKind, name: string): Promise<ObjectRow | undefined> {
     return this.#db
       .selectFrom('sandbox_objects')
@@ -562,11 +595,10 @@ function progressOf(row: ObjectRow, now: Date): Progress {
   return { state: 'done' };
 }
 
-function rangeCidr(idx: number): string {
-  const bytes = [...POOL_BASE];
-  const offset = idx * 256;
-  bytes[1] = (bytes[1] ?? 0) + Math.floor(offset / 65536);
-  bytes[2] = Math.floor(offset / 256) % 256;
-  bytes[3] = 0;
-  return `${ipaddr.fromByteArray(bytes).toString()}/24`;
+/** The /24 at index `idx` of the pool (10.0.0.0/24, 10.0.1.0/24, …), computed by PostgreSQL's inet arithmetic. */
+function rangeCidr(idx: Expression<unknown>): RawBuilder<string> {
+  return sql<string>`host(${POOL_BASE}::inet + ${idx} * 256) || '/24'`;
 }
+
+/** The locked allocator lost a race with the one-statement path (it reads again). */
+const CLASH = Symbol('clash');
