@@ -43,6 +43,22 @@ describe('the embedded database runs statements prepared once (decision 215)', (
     assert.deepEqual((await query('select * from shapes')).rows, [{ id: 1, label: 'new' }]);
   });
 
+  test('inside a transaction a changed shape fails that transaction with its own error; the statement works again after it', async () => {
+    await query('create table inside (id int primary key)');
+    await query('insert into inside values (1)');
+    assert.deepEqual((await query('select * from inside')).rows, [{ id: 1 }]);
+    await query('alter table inside add column label text');
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      await assert.rejects(client.query('select * from inside'), { code: '0A000' });
+      await client.query('rollback');
+    } finally {
+      client.release();
+    }
+    assert.deepEqual((await query('select * from inside')).rows, [{ id: 1, label: null }]);
+  });
+
   test('errors answer with their code, leave the connection usable, and a text that did not parse is not kept', async () => {
     await query('create table once (id int primary key)');
     await query('insert into once values ($1)', [1]);

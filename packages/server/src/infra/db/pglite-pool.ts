@@ -103,12 +103,15 @@ export const PREPARED_MAX = 128;
  * `query` (Bind, Describe, Execute, Sync on PGlite's exclusive lane, values serialised by PGlite's own
  * serialisers, rows parsed by its own parser), with a named Parse the first time a text is seen. The
  * least recently used statement is closed beyond PREPARED_MAX. A statement whose tables changed shape
- * since it was prepared (PostgreSQL's "cached plan must not change result type") is prepared again.
+ * since it was prepared (PostgreSQL's "cached plan must not change result type") is prepared again and
+ * run once more, outside a transaction (inside one the error has aborted it: the caller sees the error).
  */
 class PreparedStatements {
   readonly #db: PGlite;
   readonly #byText = new Map<string, { name: string; types: number[] }>();
   #next = 0;
+  /** The session's transaction state after the last statement: I (none), T (in one), E (in a failed one). */
+  #status = 'I';
 
   constructor(db: PGlite) {
     this.#db = db;
@@ -119,7 +122,8 @@ class PreparedStatements {
       try {
         return await this.#run(sql, params);
       } catch (error) {
-        if ((error as { code?: string }).code !== '0A000' || !this.#byText.has(sql)) throw error;
+        // Inside a transaction the failure aborted it: the caller sees it, and the next run outside one prepares again.
+        if ((error as { code?: string }).code !== '0A000' || !this.#byText.has(sql) || this.#status !== 'I') throw error;
         await this.#close(sql);
         return await this.#run(sql, params);
       }
@@ -144,7 +148,9 @@ class PreparedStatements {
         ...(await this.#exec(serialize.execute({}))),
       );
     } finally {
-      messages.push(...(await this.#exec(serialize.sync())));
+      const synced = await this.#exec(serialize.sync());
+      this.#status = (synced.find((m) => m.name === 'readyForQuery') as { status?: string } | undefined)?.status ?? this.#status;
+      messages.push(...synced);
     }
     await this.#db.syncToFs();
     return parse.parseResults(messages, this.#db.parsers)[0] as Results;
