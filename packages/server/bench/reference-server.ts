@@ -11,7 +11,8 @@ import { PGlitePool } from '../src/infra/db/pglite-pool.ts';
  *   GET /bare            node:http alone: a JSON body like whoami's envelope, no framework, no log line
  *   GET /customers/{id}  node:http and one SELECT: the very statement `GET /customers/{id}` runs (customer
  *                        and its projects as JSON, compiled once by the same query builder), sent through the
- *                        same driver (pg.Pool with the server's pool size, or PGlite) to the same database,
+ *                        same driver (pg.Pool with the server's pool size, the statement prepared once per
+ *                        connection as the server's are; or PGlite) to the same database,
  *                        answered as the same envelope. No authentication, no rate limit, no validation.
  *
  * Argument: a postgres:// URL, or the embedded database's directory (the server must be stopped: one process
@@ -28,7 +29,8 @@ interface Driver {
 async function driver(): Promise<Driver> {
   if (target.startsWith('postgres')) {
     const pool = new pg.Pool({ connectionString: target, max: 10 });
-    return { query: (text, params) => pool.query(text, [...params]), end: () => pool.end() };
+    // A named statement, parsed once per connection, as the server's statements are (decision 217).
+    return { query: (text, params) => pool.query({ name: 'floor', text, values: [...params] }), end: () => pool.end() };
   }
   const pool = await PGlitePool.open(target);
   return {

@@ -115,7 +115,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const database =
     options.database ??
     (await openAppDatabase(
-      config.databaseUrl ? { kind: 'postgres', url: config.databaseUrl } : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
+      config.databaseUrl
+        ? { kind: 'postgres', url: config.databaseUrl, statementCache: config.databaseStatementCache }
+        : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
     ).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
     }));

@@ -18,6 +18,8 @@ export { ConfigError };
  */
 export interface Config {
   databaseUrl: string | undefined;
+  /** Statements each PostgreSQL connection keeps prepared (decision 217). */
+  databaseStatementCache: number;
   dataDir: string;
   listen: HostPort;
   operatorListen: HostPort;
@@ -165,6 +167,12 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
 
   return {
     databaseUrl,
+    databaseStatementCache: parseInteger(
+      'TENANTRY_DATABASE_STATEMENT_CACHE',
+      get('TENANTRY_DATABASE_STATEMENT_CACHE') ?? fallbackOf('TENANTRY_DATABASE_STATEMENT_CACHE'),
+      0,
+      4096,
+    ),
     dataDir,
     listen,
     operatorListen,

@@ -51,3 +51,11 @@ test('TENANTRY_WEBHOOK_CONCURRENCY: 64 by default, 1 to 256, anything else stops
     assert.throws(() => loadConfig({ TENANTRY_WEBHOOK_CONCURRENCY: bad }), /TENANTRY_WEBHOOK_CONCURRENCY/, bad);
   }
 });
+
+test('TENANTRY_DATABASE_STATEMENT_CACHE: 256 by default, 0 (off) to 4096, anything else stops start-up naming the variable', () => {
+  assert.equal(loadConfig({}).databaseStatementCache, 256);
+  assert.equal(loadConfig({ TENANTRY_DATABASE_STATEMENT_CACHE: '0' }).databaseStatementCache, 0);
+  for (const bad of ['4097', 'many', '-1', '1.5']) {
+    assert.throws(() => loadConfig({ TENANTRY_DATABASE_STATEMENT_CACHE: bad }), /TENANTRY_DATABASE_STATEMENT_CACHE/, bad);
+  }
+});

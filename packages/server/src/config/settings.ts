@@ -21,6 +21,12 @@ export const SETTINGS = [
     description: 'postgres:// URL of a PostgreSQL server; several tenantry serve processes may share it',
   },
   {
+    variable: 'TENANTRY_DATABASE_STATEMENT_CACHE',
+    fallback: '256',
+    description:
+      'PostgreSQL server: statements each connection keeps prepared (0-4096); 0 for PgBouncer in transaction mode before 1.21, or without max_prepared_statements',
+  },
+  {
     variable: 'TENANTRY_DATA_DIR',
     flag: '--data-dir <dir>',
     fallback: './.tenantry',

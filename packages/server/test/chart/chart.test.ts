@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { MALLOC_ENV, NODE_FLAGS } from '../../bin/process-settings.js';
+import { fallbackOf } from '../../src/config/settings.ts';
 import { parseSettings } from '../../src/platform-endpoints/annotations.ts';
 import { lint, type RenderedObject, template } from './helm.ts';
 import { validateObject } from './schemas.ts';
@@ -89,6 +90,14 @@ describe('chart: rendered with the real helm, every object validated against its
     assert.equal(config.data.NODE_OPTIONS, NODE_FLAGS.join(' '));
     assert.equal(config.data.MALLOC_MMAP_THRESHOLD_, MALLOC_ENV.MALLOC_MMAP_THRESHOLD_);
     assert.equal(config.data.MALLOC_ARENA_MAX, MALLOC_ENV.MALLOC_ARENA_MAX);
+    // The server's own default (decision 217); 0 (off, for PgBouncer) is rendered, not dropped.
+    assert.equal(config.data.TENANTRY_DATABASE_STATEMENT_CACHE, fallbackOf('TENANTRY_DATABASE_STATEMENT_CACHE'));
+    const pooled = find(
+      render({ serve: { database: { secretName: 'tenantry-db', statementCache: 0 } } }),
+      'ConfigMap',
+      'tenantry',
+    ) as unknown as { data: Record<string, string> };
+    assert.equal(pooled.data.TENANTRY_DATABASE_STATEMENT_CACHE, '0');
   });
 
   test('the cluster API endpoint enabled: pool, advertisement, selector-less Service, manager with least privilege', () => {

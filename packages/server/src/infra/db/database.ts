@@ -2,6 +2,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { ensurePrivateDir, makeOwnerOnly } from '../data-dir.ts';
 import { acquireEmbeddedLock } from './embedded-lock.ts';
+import { isChangedShape, prepareStatements, STATEMENT_CACHE_DEFAULT } from './named-statements.ts';
 import type { PGlitePool } from './pglite-pool.ts';
 import { trackTransactions } from './transactions.ts';
 
@@ -19,7 +20,10 @@ export interface DatabaseHandle<DB = unknown> {
   close(): Promise<void>;
 }
 
-export type DatabaseTarget = { kind: 'embedded'; dataDir: string | undefined } | { kind: 'postgres'; url: string };
+export type DatabaseTarget =
+  | { kind: 'embedded'; dataDir: string | undefined }
+  /** `statementCache`: statements kept prepared per connection (decision 217; 0: none, for PgBouncer before 1.21 in transaction mode). */
+  | { kind: 'postgres'; url: string; statementCache?: number | undefined };
 
 // int8 (counts) as numbers in both drivers; PGlite already does this.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -58,7 +62,11 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
   // ('error' on the pool), and one checked out between two statements of a transaction (background
   // work holds such clients) fails its next query instead ('error' on the client).
   pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
+  const statementCache = target.statementCache ?? STATEMENT_CACHE_DEFAULT;
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    prepareStatements(client, statementCache);
+  });
   const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }));
   return { db, embedded: false, secureFiles: () => {}, close: () => db.destroy() };
 }
@@ -95,6 +103,9 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     // SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
     if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
   }
+  // A prepared statement whose table a newer process's migration changed, inside a transaction: the
+  // connection has prepared it again for the next try (named-statements.ts).
+  if (isChangedShape(error)) return true;
   return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message);
 }
 

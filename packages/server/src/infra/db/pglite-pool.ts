@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite, parse, protocol } from '@electric-sql/pglite';
+import { isChangedShape } from './named-statements.ts';
 
 /**
  * A pg-Pool-shaped front for PGlite, so Kysely's PostgresDialect drives both
@@ -123,7 +124,7 @@ class PreparedStatements {
         return await this.#run(sql, params);
       } catch (error) {
         // Inside a transaction the failure aborted it: the caller sees it, and the next run outside one prepares again.
-        if ((error as { code?: string }).code !== '0A000' || !this.#byText.has(sql) || this.#status !== 'I') throw error;
+        if (!isChangedShape(error) || !this.#byText.has(sql) || this.#status !== 'I') throw error;
         await this.#close(sql);
         return await this.#run(sql, params);
       }

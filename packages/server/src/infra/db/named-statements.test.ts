@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type Kysely, sql } from 'kysely';
+import { createServerDatabase, dropServerDatabase } from '../../../test/harness.ts';
+import { type DatabaseHandle, isDatabaseUnavailable, openDatabase } from './database.ts';
+import { isChangedShape } from './named-statements.ts';
+
+const SERVER = process.env.TENANTRY_TEST_DATABASE_URL;
+
+/** Runs `work` on one pooled connection: prepared statements belong to a connection. */
+const onOneConnection = <T>(db: Kysely<unknown>, work: (conn: Kysely<unknown>) => Promise<T>) => db.connection().execute(work);
+const prepared = async (conn: Kysely<unknown>) =>
+  (await sql<{ statement: string }>`select statement from pg_prepared_statements`.execute(conn)).rows.map((row) => row.statement);
+
+describe('a PostgreSQL server runs statements prepared once per connection (decision 217)', {
+  skip: !SERVER && 'needs TENANTRY_TEST_DATABASE_URL',
+}, () => {
+  let url: string;
+  const handles: DatabaseHandle[] = [];
+  const open = async (statementCache?: number) => {
+    const handle = await openDatabase({ kind: 'postgres', url, statementCache });
+    handles.push(handle);
+    return handle.db;
+  };
+
+  before(async () => {
+    url = await createServerDatabase();
+  });
+  after(async () => {
+    for (const handle of handles) await handle.close();
+    await dropServerDatabase(url);
+  });
+
+  test('a statement with values is prepared once and answers each run with its own values; one without stays unnamed', async () => {
+    const db = await open();
+    await onOneConnection(db, async (conn) => {
+      for (const n of [1, 2, 3]) assert.deepEqual((await sql`select ${n}::int * 2 as doubled`.execute(conn)).rows, [{ doubled: n * 2 }]);
+      assert.deepEqual((await sql`select 1 as one`.execute(conn)).rows, [{ one: 1 }]);
+      const held = await prepared(conn);
+      assert.equal(held.filter((text) => text === 'select $1::int * 2 as doubled').length, 1);
+      assert.ok(!held.includes('select 1 as one'));
+    });
+  });
+
+  test('a connection keeps at most TENANTRY_DATABASE_STATEMENT_CACHE statements, the least recently used deallocated', async () => {
+    const db = await open(4);
+    await onOneConnection(db, async (conn) => {
+      const texts = Array.from({ length: 7 }, (_, i) => i);
+      for (const i of texts) assert.deepEqual((await sql`select ${1}::int + ${sql.lit(i)} as v`.execute(conn)).rows, [{ v: 1 + i }]);
+      const held = await prepared(conn);
+      assert.equal(held.length, 4, held.join(' | '));
+      assert.ok(held.includes('select $1::int + 6 as v') && !held.includes('select $1::int + 0 as v'));
+      assert.deepEqual((await sql`select ${5}::int + 0 as v`.execute(conn)).rows, [{ v: 5 }], 'a deallocated text is prepared again');
+    });
+  });
+
+  test('0 prepares nothing', async () => {
+    const db = await open(0);
+    await onOneConnection(db, async (conn) => {
+      assert.deepEqual((await sql`select ${2}::int as two`.execute(conn)).rows, [{ two: 2 }]);
+      assert.deepEqual(await prepared(conn), []);
+    });
+  });
+
+  test('a table that changed shape: prepared again outside a transaction; inside one a retryable unavailability, then fine', async () => {
+    const db = await open();
+    await sql`create table shapes (id int primary key)`.execute(db);
+    await sql`insert into shapes values (1)`.execute(db);
+    await onOneConnection(db, async (conn) => {
+      const read = () => sql`select * from shapes where id = ${1}`.execute(conn);
+      assert.deepEqual((await read()).rows, [{ id: 1 }]);
+      await sql`alter table shapes add column label text`.execute(db);
+      assert.deepEqual((await read()).rows, [{ id: 1, label: null }], 'outside a transaction: answered in the new shape');
+      await sql`alter table shapes add column size int`.execute(db);
+      await sql`begin`.execute(conn);
+      const error = await read().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await sql`rollback`.execute(conn);
+      assert.ok(isChangedShape(error), String(error));
+      assert.ok(isDatabaseUnavailable(error), 'a request answers 503 with Retry-After, not 500');
+      assert.deepEqual((await read()).rows, [{ id: 1, label: null, size: null }], 'the next try runs in the new shape');
+    });
+  });
+});
