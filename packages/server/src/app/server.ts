@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import { onEventsRecorded } from '../events/store.ts';
 import type { EventStreamOptions } from '../events/stream.ts';
@@ -11,6 +11,7 @@ import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
+import { createLogger } from '../infra/log/logger.ts';
 import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
@@ -96,10 +97,8 @@ async function kubernetesPlatform(config: Config, logger: Logger): Promise<Start
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   // Buffered, asynchronous log writes keep logging off the request's critical
-  // path; the buffer is flushed on shutdown (and by pino on exit).
-  const logger =
-    options.logger ??
-    pino({ level: config.logLevel, base: { service: 'tenantry' } }, pino.destination({ dest: 1, sync: false, minLength: 4096 }));
+  // path; the buffer is flushed every second, on shutdown (and by pino on exit).
+  const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
   // The data directory holds the embedded database, the generated operator token and the secret
   // key file, whichever of them this deployment uses: owner-only, or start-up stops.
