@@ -1,3 +1,5 @@
+import { STATEMENT_CACHE_DEFAULT } from '../infra/db/named-statements.ts';
+
 /**
  * Every setting of `tenantry serve`, once: `loadConfig` takes its defaults from here, and
  * `tenantry serve --help` prints this table, so the help cannot drift from what the server does.
@@ -22,7 +24,7 @@ export const SETTINGS = [
   },
   {
     variable: 'TENANTRY_DATABASE_STATEMENT_CACHE',
-    fallback: '256',
+    fallback: String(STATEMENT_CACHE_DEFAULT),
     description:
       'PostgreSQL server: statements each connection keeps prepared (0-4096); 0 for PgBouncer in transaction mode before 1.21, or without max_prepared_statements',
   },

@@ -25,23 +25,17 @@ type Query = (text: unknown, values?: unknown, callback?: unknown) => unknown;
 export function prepareStatements(client: pg.PoolClient, max: number): void {
   if (max <= 0) return;
   const unnamed = client.query.bind(client) as Query;
-  // Text → name, least recently used first (a Map keeps insertion order).
-  const names = new Map<string, string>();
-  let next = 0;
-  const forget = (text: string) => {
-    const name = names.get(text);
-    if (name === undefined) return;
-    names.delete(text);
+  const prepared = new PreparedTexts<string>(max);
+  const deallocate = (name: string | undefined) => {
     // Queued behind the statement in flight, before the next one; its own failure changes nothing.
-    (unnamed(`deallocate "${name}"`) as Promise<unknown>).catch(() => {});
+    if (name !== undefined) (unnamed(`deallocate "${name}"`) as Promise<unknown>).catch(() => {});
   };
   const named = (text: string, values: unknown[]) => {
-    let name = names.get(text);
+    let name = prepared.use(text);
     if (name === undefined) {
-      name = `tenantry_${next++}`;
-      if (names.size >= max) forget(names.keys().next().value as string);
-    } else names.delete(text);
-    names.set(text, name);
+      name = prepared.newName();
+      deallocate(prepared.add(text, name));
+    }
     return unnamed({ name, text, values }) as Promise<pg.QueryResult>;
   };
   const query: Query = (text, values, callback) => {
@@ -50,12 +44,59 @@ export function prepareStatements(client: pg.PoolClient, max: number): void {
     const outsideTransaction = client.getTransactionStatus() === 'I';
     return named(text, values).catch((error: unknown) => {
       if (!isChangedShape(error)) throw error;
-      forget(text);
+      deallocate(prepared.remove(text));
       if (!outsideTransaction) throw error;
       return named(text, values);
     });
   };
   (client as unknown as { query: Query }).query = query;
+}
+
+/**
+ * The texts a connection has prepared and what each was prepared as, least recently used first, at
+ * most `max` of them; names are never reused. Both drivers keep theirs in one (this file, and
+ * `pglite-pool.ts` for the embedded database).
+ */
+export class PreparedTexts<V> {
+  readonly #max: number;
+  // Insertion order is recency order: a use moves the text to the end.
+  readonly #byText = new Map<string, V>();
+  #next = 0;
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  newName(): string {
+    return `tenantry_${this.#next++}`;
+  }
+
+  /** What `text` was prepared as, now the most recently used; undefined if it is not prepared. */
+  use(text: string): V | undefined {
+    const value = this.#byText.get(text);
+    if (value === undefined) return undefined;
+    this.#byText.delete(text);
+    this.#byText.set(text, value);
+    return value;
+  }
+
+  /** Records a text just prepared; answers what the least recently used one beyond `max` was, now forgotten (to close it). */
+  add(text: string, value: V): V | undefined {
+    let evicted: V | undefined;
+    if (this.#byText.size >= this.#max) {
+      const oldest = this.#byText.keys().next().value;
+      if (oldest !== undefined) evicted = this.remove(oldest);
+    }
+    this.#byText.set(text, value);
+    return evicted;
+  }
+
+  /** Forgets `text`; answers what it was prepared as (to close it). */
+  remove(text: string): V | undefined {
+    const value = this.#byText.get(text);
+    this.#byText.delete(text);
+    return value;
+  }
 }
 
 /** PostgreSQL's refusal to run a prepared statement whose result's columns changed since it was prepared. */

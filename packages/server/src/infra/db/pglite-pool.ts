@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite, parse, protocol } from '@electric-sql/pglite';
-import { isChangedShape } from './named-statements.ts';
+import { isChangedShape, PreparedTexts } from './named-statements.ts';
 
 /**
  * A pg-Pool-shaped front for PGlite, so Kysely's PostgresDialect drives both
@@ -109,8 +109,7 @@ export const PREPARED_MAX = 128;
  */
 class PreparedStatements {
   readonly #db: PGlite;
-  readonly #byText = new Map<string, { name: string; types: number[] }>();
-  #next = 0;
+  readonly #prepared = new PreparedTexts<{ name: string; types: number[] }>(PREPARED_MAX);
   /** The session's transaction state after the last statement: I (none), T (in one), E (in a failed one). */
   #status = 'I';
 
@@ -124,8 +123,10 @@ class PreparedStatements {
         return await this.#run(sql, params);
       } catch (error) {
         // Inside a transaction the failure aborted it: the caller sees it, and the next run outside one prepares again.
-        if (!isChangedShape(error) || !this.#byText.has(sql) || this.#status !== 'I') throw error;
-        await this.#close(sql);
+        if (!isChangedShape(error) || this.#status !== 'I') throw error;
+        const stale = this.#prepared.remove(sql);
+        if (!stale) throw error;
+        await this.#close(stale.name);
         return await this.#run(sql, params);
       }
     });
@@ -134,10 +135,7 @@ class PreparedStatements {
   async #run(sql: string, params: readonly unknown[]): Promise<Results> {
     const messages: BackendMessage[] = [];
     try {
-      const statement = this.#byText.get(sql) ?? (await this.#prepare(sql));
-      // Most recently used last: Map keeps insertion order.
-      this.#byText.delete(sql);
-      this.#byText.set(sql, statement);
+      const statement = this.#prepared.use(sql) ?? (await this.#prepare(sql));
       const values = params.map((value, i) => {
         if (value === null || value === undefined) return null;
         const serializer = this.#db.serializers[statement.types[i] ?? 0];
@@ -157,24 +155,20 @@ class PreparedStatements {
     return parse.parseResults(messages, this.#db.parsers)[0] as Results;
   }
 
+  /** A named Parse of a text not prepared yet (one that does not parse is not kept). */
   async #prepare(sql: string): Promise<{ name: string; types: number[] }> {
-    const name = `tenantry_${this.#next++}`;
+    const name = this.#prepared.newName();
     await this.#exec(serialize.parse({ name, text: sql }));
     const described = await this.#exec(serialize.describe({ type: 'S', name }));
     const types = (described.find((m) => m.name === 'parameterDescription') as { dataTypeIDs?: number[] } | undefined)?.dataTypeIDs ?? [];
     const statement = { name, types };
-    if (this.#byText.size >= PREPARED_MAX) {
-      const oldest = this.#byText.keys().next().value;
-      if (oldest !== undefined) await this.#close(oldest);
-    }
+    const evicted = this.#prepared.add(sql, statement);
+    if (evicted) await this.#close(evicted.name);
     return statement;
   }
 
-  async #close(sql: string): Promise<void> {
-    const statement = this.#byText.get(sql);
-    if (!statement) return;
-    this.#byText.delete(sql);
-    await this.#exec(serialize.close({ type: 'S', name: statement.name }));
+  async #close(name: string): Promise<void> {
+    await this.#exec(serialize.close({ type: 'S', name }));
   }
 
   #exec(message: Uint8Array): Promise<BackendMessage[]> {

@@ -11,6 +11,6 @@ import pino, { type Logger } from 'pino';
 export const LOG_BUFFER = { minLength: 2048, maxWrite: 4096 } as const;
 
 /** The server's logger: JSON lines on stdout (fd 1), flushed by the caller now and then and on shutdown. */
-export function createLogger(level: string, fd = 1): Logger {
-  return pino({ level, base: { service: 'tenantry' } }, pino.destination({ dest: fd, sync: false, ...LOG_BUFFER }));
+export function createLogger(level: string): Logger {
+  return pino({ level, base: { service: 'tenantry' } }, pino.destination({ dest: 1, sync: false, ...LOG_BUFFER }));
 }

@@ -61,6 +61,9 @@ interface ObjectRow {
   attrs: unknown;
 }
 
+/** What a look needs of an object. */
+const OBJECT_COLUMNS = ['ready_at', 'failure_code', 'failure_message', 'gone_at', 'attrs'] as const;
+
 /** Where the sandbox keeps a caller's names: one live platform for everyone, a sandbox of its own for each partner's test mode. */
 const scopeOf = (ctx: PlatformContext): SandboxScope => (ctx.mode === 'live' ? 'live' : `test:${ctx.partnerId}`);
 
@@ -96,7 +99,7 @@ export class SandboxPlatform implements Platform {
         display_name: org.displayName,
         plan_id: org.planId,
       });
-    let row = this.#readsFirst(ctx, 'customer.create') ? await this.#object(ctx, 'organization', org.organization) : await make();
+    let row = this.#failureInjectable(ctx, 'customer.create') ? await this.#object(ctx, 'organization', org.organization) : await make();
     // What is left of a torn-down organization of this name does not stand in a new one's way.
     if (row?.gone_at && row.gone_at <= ctx.now) {
       await this.#forget(ctx, org.organization);
@@ -203,7 +206,7 @@ export class SandboxPlatform implements Platform {
         project: project.project,
         cidr: project.cidr,
       });
-    const row = this.#readsFirst(ctx, 'project.create')
+    const row = this.#failureInjectable(ctx, 'project.create')
       ? ((await this.#object(ctx, 'project', project.namespace)) ?? (await make()))
       : await make();
     return progressOf(row, ctx.now);
@@ -447,18 +450,18 @@ export class SandboxPlatform implements Platform {
   }
 
   /**
-   * Whether an object is read before it is inserted: only where a failure may have been injected for
-   * this step (test mode), so a repeated look finds the first one's object and never takes a second
-   * failure. Elsewhere the insert comes first, and the object is read only when it was there already.
+   * Whether a failure may have been injected for this step (test mode, inside that operation). There
+   * an object is read before it is inserted, so a repeated look finds the first one's object and never
+   * takes a second failure; elsewhere the insert comes first and answers the object either way.
    */
-  #readsFirst(ctx: PlatformContext, step: 'customer.create' | 'project.create'): boolean {
+  #failureInjectable(ctx: PlatformContext, step: 'customer.create' | 'project.create'): boolean {
     return ctx.mode === 'test' && ctx.operation?.type === step;
   }
 
   async #object(ctx: PlatformContext, kind: SandboxObjectKind, name: string): Promise<ObjectRow | undefined> {
     return this.#db
       .selectFrom('sandbox_objects')
-      .select(['ready_at', 'failure_code', 'failure_message', 'gone_at', 'attrs'])
+      .select(OBJECT_COLUMNS)
       .where('platform_scope', '=', scopeOf(ctx))
       .where('kind', '=', kind)
       .where('name', '=', name)
@@ -476,7 +479,7 @@ export class SandboxPlatform implements Platform {
     attrs: Record<string, unknown>,
   ): Promise<ObjectRow> {
     // Failures are injected through test helpers, so only test mode looks for them.
-    const failure = ctx.mode === 'test' && ctx.operation?.type === failureType ? await this.#takeFailure(ctx, failureType) : undefined;
+    const failure = this.#failureInjectable(ctx, failureType) ? await this.#takeFailure(ctx, failureType) : undefined;
     const timesOut = failure?.code === 'PROVISIONING_TIMEOUT';
     const row: ObjectRow = {
       ready_at: timesOut ? NEVER : new Date(startOf(ctx) + takesMs),
@@ -485,14 +488,31 @@ export class SandboxPlatform implements Platform {
       gone_at: null,
       attrs,
     };
-    // A repeat (after a crash) finds the first insert's object: the same outcome, never a second failure.
-    const inserted = await this.#db
-      .insertInto('sandbox_objects')
-      .values({ platform_scope: scopeOf(ctx), kind, name, organization, ...row, attrs: JSON.stringify(attrs) })
-      .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
-      .returning(['ready_at', 'failure_code', 'failure_message', 'gone_at', 'attrs'])
+    // One statement: the new object, or the one already there (a repeat after a crash finds the first
+    // insert's object: the same outcome, never a second failure).
+    const scope = scopeOf(ctx);
+    const found = await this.#db
+      .with('added', (db) =>
+        db
+          .insertInto('sandbox_objects')
+          .values({ platform_scope: scope, kind, name, organization, ...row, attrs: JSON.stringify(attrs) })
+          .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
+          .returning(OBJECT_COLUMNS),
+      )
+      .selectFrom('added')
+      .select(OBJECT_COLUMNS)
+      .unionAll((eb) =>
+        eb
+          .selectFrom('sandbox_objects')
+          .select(OBJECT_COLUMNS)
+          .where('platform_scope', '=', scope)
+          .where('kind', '=', kind)
+          .where('name', '=', name)
+          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('added').select('ready_at')))),
+      )
       .executeTakeFirst();
-    return inserted ?? (await this.#object(ctx, kind, name)) ?? row;
+    // Another look inserting it at the same moment: that insert was not there when this one began.
+    return found ?? (await this.#object(ctx, kind, name)) ?? row;
   }
 
   async #takeFailure(ctx: PlatformContext, type: string): Promise<{ code: string; message: string | null } | undefined> {
