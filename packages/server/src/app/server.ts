@@ -11,7 +11,7 @@ import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
-import { createLogger } from '../infra/log/logger.ts';
+import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
@@ -198,9 +198,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       },
       'tenantry serving',
     );
-    logger.flush();
+    flushLog(logger);
     // A quiet server still writes its log lines within a second.
-    const logFlush = setInterval(() => logger.flush(), 1_000);
+    const logFlush = setInterval(() => flushLog(logger), 1_000);
     logFlush.unref();
 
     let closing: Promise<void> | undefined;
@@ -224,7 +224,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           await services.keyUsage.flush().catch((err: unknown) => logger.warn({ err }, "writing API keys' last use failed"));
           if (ownsDatabase) await database.close();
           logger.info('tenantry stopped');
-          logger.flush();
+          flushLog(logger);
         })();
         return closing;
       },

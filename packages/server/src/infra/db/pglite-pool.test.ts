@@ -79,3 +79,17 @@ describe('the embedded database runs statements prepared once (decision 215)', (
     assert.deepEqual((await query(texts[0] ?? '', [5])).rows, [{ v: 5 }]);
   });
 });
+
+test('the embedded database keeps 8 MB of shared buffers in its WASM heap, not PostgreSQL’s 128 MB (decision 219)', async () => {
+  const pool = await PGlitePool.open(undefined);
+  try {
+    const client = await pool.connect();
+    try {
+      assert.deepEqual((await client.query('show shared_buffers')).rows, [{ shared_buffers: '8MB' }]);
+    } finally {
+      client.release();
+    }
+  } finally {
+    await pool.end();
+  }
+});

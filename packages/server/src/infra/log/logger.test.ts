@@ -1,7 +1,34 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
-import { LOG_BUFFER } from './logger.ts';
+import pino from 'pino';
+import { createLogger, flushLog, LOG_BUFFER } from './logger.ts';
+
+test('flushLog writes a quiet log at once and leaves no listener behind, even while a write is in flight', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tenantry-log-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'out.log');
+  const logger = createLogger('info', file);
+  const stream = (logger as unknown as Record<symbol, NodeJS.EventEmitter>)[pino.symbols.streamSym] as NodeJS.EventEmitter;
+  await once(stream, 'ready');
+  // One short line stays in the buffer (under LOG_BUFFER.minLength) until a flush.
+  logger.info({ n: 1 }, 'quiet');
+  const written = once(stream, 'write');
+  const listeners = { drain: stream.listenerCount('drain'), error: stream.listenerCount('error') };
+  flushLog(logger);
+  // The first flush started a write; these come while it is in flight, as a busy server's do.
+  for (let i = 0; i < 20; i++) {
+    logger.info({ n: i + 2 }, 'busy');
+    flushLog(logger);
+  }
+  assert.deepEqual({ drain: stream.listenerCount('drain'), error: stream.listenerCount('error') }, listeners);
+  await written;
+  assert.match(readFileSync(file, 'utf8'), /"n":1,"msg":"quiet"/);
+});
 
 /**
  * Every line reaches stdout whole and in order through the batched writes (decision 218): many short
