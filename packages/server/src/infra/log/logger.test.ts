@@ -6,14 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import pino from 'pino';
-import { createLogger, flushLog, LOG_BUFFER } from './logger.ts';
+import { createLogger, flushLog, LOG_BUFFER, type LogStream } from './logger.ts';
 
 test('flushLog writes a quiet log at once and leaves no listener behind, even while a write is in flight', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'tenantry-log-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'out.log');
   const logger = createLogger('info', file);
-  const stream = (logger as unknown as Record<symbol, NodeJS.EventEmitter>)[pino.symbols.streamSym] as NodeJS.EventEmitter;
+  const stream = ((logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as LogStream).destination;
   await once(stream, 'ready');
   // One short line stays in the buffer (under LOG_BUFFER.minLength) until a flush.
   logger.info({ n: 1 }, 'quiet');
@@ -28,6 +28,38 @@ test('flushLog writes a quiet log at once and leaves no listener behind, even wh
   assert.deepEqual({ drain: stream.listenerCount('drain'), error: stream.listenerCount('error') }, listeners);
   await written;
   assert.match(readFileSync(file, 'utf8'), /"n":1,"msg":"quiet"/);
+});
+
+test('a busy log is written in a few large writes, not one per few lines, so it keeps up with the server', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'tenantry-log-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'out.log');
+  const logger = createLogger('info', file);
+  const stream = ((logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as LogStream).destination;
+  await once(stream, 'ready');
+  let writes = 0;
+  stream.on('write', () => writes++);
+  // What a server answering 10,000 requests logs between two turns of its event loop.
+  const line = {
+    api: 'partner-api',
+    request_id: 'req_0123456789abcdefghij',
+    method: 'GET',
+    route: '/api/public/v1/auth/whoami',
+    status: 200,
+  };
+  for (let i = 0; i < 10_000; i++) logger.info({ ...line, i }, 'request');
+  await once(stream, 'drain');
+  flushLog(logger);
+  await once(stream, 'write');
+  const written = readFileSync(file, 'utf8');
+  const lines = written.trimEnd().split('\n');
+  assert.equal(lines.length, 10_000);
+  assert.equal((JSON.parse(lines.at(-1) ?? '{}') as { i: number }).i, 9_999);
+  // Every write but the last carries a full chunk: 2 MB in at most 34 writes (at 4 KiB a write it took 525).
+  assert.ok(
+    writes <= Math.ceil(Buffer.byteLength(written) / LOG_BUFFER.maxWrite) + 2,
+    `${writes} writes for ${Buffer.byteLength(written)} bytes`,
+  );
 });
 
 /**
