@@ -93,3 +93,49 @@ test('the log loses, cuts and reorders nothing: short lines and lines longer tha
     assert.equal(parsed.filler.length, i % 500 === 0 ? LOG_BUFFER.maxWrite * 3 : 1);
   });
 });
+
+/**
+ * A stdout nobody reads (a stalled log collector, a paused terminal) must not grow the server's memory
+ * without bound (decision 222): beyond `maxPending` lines are dropped, whole, and counted in a warning
+ * once the reader is back.
+ */
+test('when stdout is not read, lines beyond the bound are dropped whole and their number logged once it is', async () => {
+  const total = 20_000;
+  const child = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `const { createLogger } = await import(${JSON.stringify(new URL('./logger.ts', import.meta.url).href)});
+       const logger = createLogger('info', 1, { minLength: 2048, maxWrite: 65536, maxPending: 1024 * 1024 });
+       for (let i = 0; i < ${total}; i++) logger.info({ i, filler: 'y'.repeat(100) }, 'line');
+       process.stderr.write('written\\n');`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  // Read nothing until all lines were handed to the logger: about 3 MB against a 1 MB bound.
+  await new Promise<void>((resolve) => {
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      if (chunk.includes('written')) resolve();
+    });
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+  });
+  assert.equal(await new Promise((resolve) => child.on('close', resolve)), 0);
+  const lines = out
+    .trimEnd()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { i?: number; dropped_lines?: number; msg: string });
+  const kept = lines.filter((line) => line.msg === 'line');
+  const reports = lines.filter((line) => line.dropped_lines !== undefined);
+  assert.ok(kept.length < total, `${kept.length} of ${total} lines kept: none was dropped`);
+  // The lines kept are the first ones, in order; the report counts exactly the others.
+  assert.deepEqual(
+    kept.map((line) => line.i),
+    kept.map((_, i) => i),
+  );
+  assert.equal(reports.length, 1);
+  assert.equal(reports[0]?.dropped_lines, total - kept.length);
+});

@@ -1,13 +1,18 @@
 import pino, { type Logger } from 'pino';
 
 /**
- * How the server's log is buffered on its way to stdout (decisions 218, 221). Writes are asynchronous
- * and batched, off the request's path: once `minLength` bytes are pending, one write at a time, each of
- * at most `maxWrite` bytes. A write carries what a busy server logged while the previous one was in
- * flight: at 4 KiB a write, a server answering 25,000 requests a second logged faster than it wrote,
- * and the backlog grew by megabytes a second.
+ * How the server's log is buffered on its way to stdout (decisions 218, 221, 222). Writes are
+ * asynchronous and batched, off the request's path: once `minLength` bytes are pending, one write at a
+ * time, each of at most `maxWrite` bytes. A write carries what a busy server logged while the previous
+ * one was in flight: at 4 KiB a write, a server answering 25,000 requests a second logged faster than it
+ * wrote, and the backlog grew by megabytes a second. At most `maxPending` bytes wait: when stdout is not
+ * read (a stalled log collector, a paused terminal) later lines are dropped and counted, and the count
+ * is logged once the backlog has been written, instead of the server's memory growing until it is killed.
  */
-export const LOG_BUFFER = { minLength: 2048, maxWrite: 65536 } as const;
+export const LOG_BUFFER = { minLength: 2048, maxWrite: 65536, maxPending: 16 * 1024 * 1024 } as const;
+
+/** The buffer's sizes, in bytes (LOG_BUFFER; tests choose smaller ones). */
+export type LogBuffer = { readonly minLength: number; readonly maxWrite: number; readonly maxPending: number };
 
 /**
  * What pino writes its lines to. Each line is encoded once and handed to pino's destination
@@ -17,9 +22,27 @@ export const LOG_BUFFER = { minLength: 2048, maxWrite: 65536 } as const;
  */
 export class LogStream {
   readonly destination: ReturnType<typeof pino.destination>;
+  #dropped = 0;
+  #reportDropped: (count: number) => void = () => {};
 
-  constructor(dest: number | string) {
-    this.destination = pino.destination({ dest, sync: false, contentMode: 'buffer', ...LOG_BUFFER });
+  constructor(dest: number | string, buffer: LogBuffer = LOG_BUFFER) {
+    const { minLength, maxWrite, maxPending } = buffer;
+    this.destination = pino.destination({ dest, sync: false, contentMode: 'buffer', minLength, maxWrite, maxLength: maxPending });
+    this.destination.on('drop', () => {
+      this.#dropped++;
+    });
+    // 'drain': what was pending has been written (at most `minLength` bytes wait), so a report fits.
+    this.destination.on('drain', () => {
+      if (this.#dropped === 0) return;
+      const count = this.#dropped;
+      this.#dropped = 0;
+      this.#reportDropped(count);
+    });
+  }
+
+  /** Who hears how many lines were dropped, once the backlog is written. */
+  onDropped(report: (count: number) => void): void {
+    this.#reportDropped = report;
   }
 
   write(line: string): void {
@@ -36,10 +59,14 @@ export class LogStream {
 
 /**
  * The server's logger: JSON lines on stdout (fd 1, or `dest`, a file descriptor or path), flushed with
- * flushLog now and then and on shutdown.
+ * flushLog now and then and on shutdown. Lines dropped because stdout was not read are counted in a
+ * warning (`dropped_lines`) once it is.
  */
-export function createLogger(level: string, dest: number | string = 1): Logger {
-  return pino({ level, base: { service: 'tenantry' } }, new LogStream(dest));
+export function createLogger(level: string, dest: number | string = 1, buffer: LogBuffer = LOG_BUFFER): Logger {
+  const stream = new LogStream(dest, buffer);
+  const logger = pino({ level, base: { service: 'tenantry' } }, stream);
+  stream.onDropped((count) => logger.warn({ dropped_lines: count }, 'log lines dropped: stdout was not read as fast as the server logged'));
+  return logger;
 }
 
 /**
