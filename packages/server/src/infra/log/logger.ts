@@ -24,6 +24,8 @@ export class LogStream {
   readonly destination: ReturnType<typeof pino.destination>;
   #dropped = 0;
   #reportDropped: (count: number) => void = () => {};
+  /** Callers of flush(callback), called back together at the next 'drain' (one listener for all). */
+  #flushed: Array<(error?: Error) => void> = [];
 
   constructor(dest: number | string, buffer: LogBuffer = LOG_BUFFER) {
     const { minLength, maxWrite, maxPending } = buffer;
@@ -33,6 +35,9 @@ export class LogStream {
     });
     // 'drain': what was pending has been written (at most `minLength` bytes wait), so a report fits.
     this.destination.on('drain', () => {
+      const flushed = this.#flushed;
+      this.#flushed = [];
+      for (const callback of flushed) callback();
       if (this.#dropped === 0) return;
       const count = this.#dropped;
       this.#dropped = 0;
@@ -50,10 +55,18 @@ export class LogStream {
     this.destination.write(Buffer.from(line) as unknown as string);
   }
 
-  /** Starts writing what is pending, without waiting for it (see flushLog). */
-  flush(): void {
+  /**
+   * Starts writing what is pending (see flushLog); `callback`, if given, once it is written. pino's
+   * `logger.flush()` passes a callback every time: they wait here, not as listeners on the destination.
+   */
+  flush(callback?: (error?: Error) => void): void {
     // `destroyed` is set once the destination is closed, where flush() would throw (missing from its type).
-    if (!(this.destination as unknown as { destroyed: boolean }).destroyed) this.destination.flush();
+    if ((this.destination as unknown as { destroyed: boolean }).destroyed) {
+      callback?.(new Error('the log is closed'));
+      return;
+    }
+    if (callback) this.#flushed.push(callback);
+    this.destination.flush();
   }
 }
 
@@ -70,11 +83,12 @@ export function createLogger(level: string, dest: number | string = 1, buffer: L
 }
 
 /**
- * Starts writing what the log holds, without waiting for it. Not pino's `logger.flush()`: that always
- * hands its destination a callback, and sonic-boom keeps a 'drain' and an 'error' listener for each
- * callback until its buffer empties, which under steady load it never does. A server flushing once a
+ * Starts writing what the log holds, without waiting for it (decision 220). pino's `logger.flush()`
+ * used to hand sonic-boom a callback every time, and sonic-boom keeps a 'drain' and an 'error' listener
+ * for each until its buffer empties, which under steady load it never does: a server flushing once a
  * second under load piled up two listeners a second (Node's MaxListenersExceededWarning after ten
- * seconds, then as many fsyncs as seconds of load when the load stopped).
+ * seconds, then as many fsyncs as seconds of load when the load stopped). LogStream now keeps such
+ * callbacks itself; this asks for none.
  */
 export function flushLog(logger: Logger): void {
   const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym];
