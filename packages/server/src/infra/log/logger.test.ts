@@ -4,17 +4,23 @@ import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
-import pino from 'pino';
-import { createLogger, flushLog, LOG_BUFFER, type LogStream } from './logger.ts';
+import { type TestContext, test } from 'node:test';
+import { createLogger, flushLog, LOG_BUFFER, logStreamOf } from './logger.ts';
 
-test('flushLog writes a quiet log at once and leaves no listener behind, even while a write is in flight', async (t) => {
+/** A logger writing to a file of its own (removed after the test), its destination open. */
+async function fileLogger(t: TestContext) {
   const dir = mkdtempSync(join(tmpdir(), 'tenantry-log-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'out.log');
   const logger = createLogger('info', file);
-  const stream = ((logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as LogStream).destination;
+  const stream = logStreamOf(logger)?.destination;
+  assert.ok(stream);
   await once(stream, 'ready');
+  return { file, logger, stream };
+}
+
+test('flushLog writes a quiet log at once and leaves no listener behind, even while a write is in flight', async (t) => {
+  const { file, logger, stream } = await fileLogger(t);
   // One short line stays in the buffer (under LOG_BUFFER.minLength) until a flush.
   logger.info({ n: 1 }, 'quiet');
   const written = once(stream, 'write');
@@ -37,12 +43,7 @@ test('flushLog writes a quiet log at once and leaves no listener behind, even wh
 });
 
 test('a busy log is written in a few large writes, not one per few lines, so it keeps up with the server', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'tenantry-log-'));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
-  const file = join(dir, 'out.log');
-  const logger = createLogger('info', file);
-  const stream = ((logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as LogStream).destination;
-  await once(stream, 'ready');
+  const { file, logger, stream } = await fileLogger(t);
   let writes = 0;
   stream.on('write', () => writes++);
   // What a server answering 10,000 requests logs between two turns of its event loop.

@@ -91,6 +91,11 @@ export function createLogger(level: string, dest: number | string = 1, buffer: L
  * callbacks itself; this asks for none.
  */
 export function flushLog(logger: Logger): void {
+  logStreamOf(logger)?.flush();
+}
+
+/** The LogStream a logger writes to, if createLogger made it (a logger given by a test may write elsewhere). */
+export function logStreamOf(logger: Logger): LogStream | undefined {
   const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym];
-  if (stream instanceof LogStream) stream.flush();
+  return stream instanceof LogStream ? stream : undefined;
 }
