@@ -23,7 +23,8 @@
  * BENCH_DURATION_S, BENCH_ROUNDS and BENCH_CONNECTIONS shorten or widen the runs.
  * The server runs in its own process (as `tenantry serve`); the load comes from this one, over loopback.
  * Set TENANTRY_BENCH_DATABASE_URL to choose the PostgreSQL server (default: the local test database,
- * skipped if unreachable).
+ * skipped if unreachable), and BENCH_DB_LATENCY_MS to put it that many milliseconds away each way
+ * (bench/latency-proxy.ts; meant for BENCH_ONLY=operations, where round trips under a lock count).
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -47,6 +48,7 @@ import {
   ROUNDS,
   rssMb,
 } from './common.ts';
+import { startLatencyProxy } from './latency-proxy.ts';
 import { benchOperations, benchPartner, burstCreates } from './operations.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
@@ -54,6 +56,8 @@ import { benchSdk } from './sdk.ts';
 import { benchWebhooks } from './webhooks.ts';
 
 const POSTGRES_URL = process.env.TENANTRY_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const DB_LATENCY_MS = Number(process.env.BENCH_DB_LATENCY_MS ?? 0);
+const POSTGRES_LABEL = DB_LATENCY_MS > 0 ? `PostgreSQL ${DB_LATENCY_MS} ms away` : 'PostgreSQL';
 
 interface Notes {
   lines: string[];
@@ -238,9 +242,17 @@ async function postgresDatabase(): Promise<{ url: string; drop(): Promise<void> 
   await admin.end();
   const url = new URL(POSTGRES_URL);
   url.pathname = `/${name}`;
+  // BENCH_DB_LATENCY_MS: the server reaches the database through a proxy that delays each way.
+  const proxy =
+    DB_LATENCY_MS > 0 ? await startLatencyProxy({ host: url.hostname, port: Number(url.port || 5432) }, DB_LATENCY_MS) : undefined;
+  if (proxy) {
+    url.hostname = '127.0.0.1';
+    url.port = String(proxy.port);
+  }
   return {
     url: url.toString(),
     drop: async () => {
+      await proxy?.close();
       const again = new pg.Client({ connectionString: POSTGRES_URL });
       await again.connect();
       await again.query(`drop database if exists ${name} with (force)`);
@@ -302,19 +314,19 @@ async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>):
 }
 if (only === undefined || only === 'api' || HOT_ONLY) {
   if (DATABASES.includes('pglite')) rows.push(...(await benchDatabase('PGlite', embedded(), notes)));
-  if (DATABASES.includes('postgres')) rows.push(...((await onPostgres((env) => benchDatabase('PostgreSQL', env, notes))) ?? []));
+  if (DATABASES.includes('postgres')) rows.push(...((await onPostgres((env) => benchDatabase(POSTGRES_LABEL, env, notes))) ?? []));
 }
 if (only === 'operations') {
   if (DATABASES.includes('pglite')) notes.lines.push(...(await benchOperations('PGlite', embedded())));
-  if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchOperations('PostgreSQL', env))) ?? []));
+  if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchOperations(POSTGRES_LABEL, env))) ?? []));
 }
 if (only === undefined || only === 'quotas') {
   notes.lines.push(...(await benchQuotas('PGlite', embedded())));
-  notes.lines.push(...((await onPostgres((env) => benchQuotas('PostgreSQL', env))) ?? []));
+  notes.lines.push(...((await onPostgres((env) => benchQuotas(POSTGRES_LABEL, env))) ?? []));
 }
 if (only === undefined || only === 'webhooks') {
   if (DATABASES.includes('pglite')) notes.lines.push(...(await benchWebhooks('PGlite', embedded())));
-  if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchWebhooks('PostgreSQL', env))) ?? []));
+  if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchWebhooks(POSTGRES_LABEL, env))) ?? []));
 }
 if (only === undefined || only === 'sdk') {
   notes.lines.push(...(await benchSdk('PGlite', embedded())));
@@ -322,7 +334,7 @@ if (only === undefined || only === 'sdk') {
 if (only === undefined || only === 'images') {
   for (const images of [
     ...(DATABASES.includes('pglite') ? [await benchImages('PGlite', embedded())] : []),
-    ...(DATABASES.includes('postgres') ? [await onPostgres((env) => benchImages('PostgreSQL', env))] : []),
+    ...(DATABASES.includes('postgres') ? [await onPostgres((env) => benchImages(POSTGRES_LABEL, env))] : []),
   ]) {
     if (!images) continue;
     const [bareImages, ...served] = images.results;

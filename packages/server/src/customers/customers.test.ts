@@ -395,6 +395,10 @@ for (const target of testDatabases()) {
       const error = assertError(busy, 429, 'TOO_MANY_OPERATIONS');
       assert.deepEqual(error.details, { open: 2, max: 2 });
       assert.equal(busy.headers.get('retry-after'), '3');
+      // Refused whole: its customer and its operation (written before the count) are not kept.
+      assertError(await partnerApi(server, 'GET', '/customers/slow-c', { token: p.live }), 404, 'NOT_FOUND');
+      const again = await partnerApi(server, 'POST', '/customers', { token: p.live, body: customerBody('slow-d') });
+      assert.deepEqual(assertError(again, 429, 'TOO_MANY_OPERATIONS').details, { open: 2, max: 2 }, 'the refused operation is not counted');
 
       const notReady = assertError(await partnerApi(server, 'POST', '/customers/slow-a/suspend', { token: p.live }), 409, 'NOT_READY');
       assert.equal(notReady.details?.status, 'provisioning');

@@ -1,3 +1,4 @@
+import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
@@ -11,7 +12,7 @@ import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Operation } from '../operations/schemas.ts';
 import { toOperation } from '../operations/schemas.ts';
-import { assertOperationSlot, insertOperation, latestOperation } from '../operations/store.ts';
+import { assertOperationSlotFree, latestOperation, newOperationRow, openOperationCount, operationInsert } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { OperatorActor } from '../partners/service.ts';
 import { countNewCustomer } from '../partners/store.ts';
@@ -19,18 +20,18 @@ import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
-import { findProjectByNamespace, insertProject } from '../projects/store.ts';
-import { insertUser } from '../users/store.ts';
+import { projectByNamespace, projectInsert } from '../projects/store.ts';
+import { userInsert } from '../users/store.ts';
 import { describeStatus, organizationRef, recordSuspended, requireActiveCustomer, startTeardown } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
 import {
   type CustomerFilters,
   type CustomerRow,
+  customerIdByOrganization,
+  customerInsert,
   findCustomer,
-  findCustomerByOrganization,
   findCustomerByUid,
   findCustomerWithProjects,
-  insertCustomer,
   listCustomers,
   lockCustomer,
   setCustomerStatus,
@@ -146,42 +147,59 @@ export class CustomerService {
       retryOnDeadlock(() =>
         this.#creatingFor(tenant.partnerId)(() =>
           db.transaction().execute(async (trx) => {
-            // The rows first, with no lock held: a clash of ids or namespaces is found by their unique keys.
-            await insertCustomer(trx, row);
-            // The owner and the first project are made on the platform by the operation (users and projects modules).
-            await insertUser(trx, {
-              uid: newId('user'),
-              customer_uid: row.uid,
-              platform_scope: tenant.scope,
-              partner_id: tenant.partnerId,
+            // The rows first, with no lock held, in one statement: a clash of ids or namespaces is found
+            // by their unique keys. The owner and the first project are made on the platform by the
+            // operation (users and projects modules); nobody sees the operation before the commit, and
+            // the count below includes it.
+            const operation = newOperationRow({
+              partnerId: tenant.partnerId,
               mode: tenant.mode,
-              customer_id: row.id,
-              username: request.owner.username,
-              email: request.owner.email,
-              email_key: request.owner.email.toLowerCase(),
-              role: 'admin',
-              is_owner: true,
-              first_name: request.owner.first_name ?? null,
-              last_name: request.owner.last_name ?? null,
-              required_actions: [],
-              created_at: now,
-              platform_state: 'pending',
-              platform_state_at: this.#deps.clock.now(),
+              type: 'customer.create',
+              customerUid: row.uid,
+              customerId: row.id,
+              project: projectName,
+              now,
             });
-            await insertProject(trx, {
-              uid: newId('project'),
-              customer_uid: row.uid,
-              platform_scope: tenant.scope,
-              partner_id: tenant.partnerId,
-              mode: tenant.mode,
-              customer_id: row.id,
-              name: projectName,
-              state: 'provisioning',
-              namespace,
-              cidr: null,
-              created_at: now,
-              updated_at: now,
-            });
+            const rows = trx
+              .with('customer', (qc) => customerInsert(qc, row))
+              .with('owner', (qc) =>
+                userInsert(qc, {
+                  uid: newId('user'),
+                  customer_uid: row.uid,
+                  platform_scope: tenant.scope,
+                  partner_id: tenant.partnerId,
+                  mode: tenant.mode,
+                  customer_id: row.id,
+                  username: request.owner.username,
+                  email: request.owner.email,
+                  email_key: request.owner.email.toLowerCase(),
+                  role: 'admin',
+                  is_owner: true,
+                  first_name: request.owner.first_name ?? null,
+                  last_name: request.owner.last_name ?? null,
+                  required_actions: [],
+                  created_at: now,
+                  platform_state: 'pending',
+                  platform_state_at: this.#deps.clock.now(),
+                }),
+              )
+              .with('project', (qc) =>
+                projectInsert(qc, {
+                  uid: newId('project'),
+                  customer_uid: row.uid,
+                  platform_scope: tenant.scope,
+                  partner_id: tenant.partnerId,
+                  mode: tenant.mode,
+                  customer_id: row.id,
+                  name: projectName,
+                  state: 'provisioning',
+                  namespace,
+                  cidr: null,
+                  created_at: now,
+                  updated_at: now,
+                }),
+              );
+            await operationInsert(rows, operation).execute();
             // Then the partner's row: counting the customer locks it, and the lock keeps the partner's
             // counts, names and pool exact under concurrent creates. Every create of the partner waits
             // here for the one before to commit, so the statements from here on are few (decision 211).
@@ -193,8 +211,19 @@ export class CustomerService {
                 details: { limit: 'max_customers', max: partner.max_customers, current },
               });
             }
-            await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, this.retryAfterS);
-            await assertNamesFree(trx, tenant.scope, request, organization, namespace);
+            // The operation slot and both platform names, in one statement: every statement from the
+            // lock on is paid once per create of the partner, in turn (decision 223). The count includes
+            // this create's own operation, so it counts to one more than the limit.
+            const max = partner.max_open_operations;
+            const taken = await trx
+              .selectNoFrom((eb) => [
+                openOperationCount(eb, tenant.partnerId, tenant.mode, max + 1).as('open_operations'),
+                jsonObjectFrom(projectByNamespace(eb, tenant.scope, organization)).as('project_named_like_organization'),
+                customerIdByOrganization(eb, tenant.scope, namespace).as('customer_named_like_namespace'),
+              ])
+              .executeTakeFirstOrThrow();
+            assertOperationSlotFree(Number(taken.open_operations ?? 1) - 1, max, this.retryAfterS);
+            assertNamesFree(request, organization, namespace, taken.project_named_like_organization, taken.customer_named_like_namespace);
             // The default plan changed since it was read (rare): the customer takes the new one.
             if (request.plan_id === undefined && partner.default_plan_id !== wanted.planId) {
               wanted = await newCustomerQuota(trx, tenant, partner.default_plan_id);
@@ -202,15 +231,6 @@ export class CustomerService {
             }
             // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
             await allocateNewCustomer(trx, tenant, wanted);
-            const operation = await insertOperation(trx, {
-              partnerId: tenant.partnerId,
-              mode: tenant.mode,
-              type: 'customer.create',
-              customerUid: row.uid,
-              customerId: row.id,
-              project: projectName,
-              now,
-            });
             return { customer: toCustomer(row), operation: toOperation(operation) };
           }),
         ),
@@ -470,14 +490,13 @@ export class CustomerService {
  * Checked under the partner's lock, which every create of the partner holds (prefixes never clash across
  * partners), so two creates cannot both pass.
  */
-async function assertNamesFree(
-  trx: Db,
-  scope: string,
+function assertNamesFree(
   request: CreateCustomerRequest,
   organization: string,
   namespace: string,
-): Promise<void> {
-  const project = await findProjectByNamespace(trx, scope, organization);
+  project: { name: string; customer_id: string } | null,
+  customerId: string | null,
+): void {
   if (project) {
     throw new ApiError(
       'ALREADY_EXISTS',
@@ -485,11 +504,10 @@ async function assertNamesFree(
       { details: { field: 'id', value: request.id, namespace: organization } },
     );
   }
-  const customer = await findCustomerByOrganization(trx, scope, namespace);
-  if (customer) {
+  if (customerId) {
     throw new ApiError(
       'ALREADY_EXISTS',
-      `The namespace ${namespace} of the first project is already the platform name of customer ${customer.id}; choose another id or project.`,
+      `The namespace ${namespace} of the first project is already the platform name of customer ${customerId}; choose another id or project.`,
       { details: { field: request.project ? 'project' : 'id', value: request.project ?? request.id, namespace } },
     );
   }

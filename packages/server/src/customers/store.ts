@@ -1,6 +1,6 @@
-import { type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
-import type { Db } from '../app/database.ts';
+import type { Database, Db } from '../app/database.ts';
 import { releaseQuota } from '../capacity/store.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -86,8 +86,9 @@ export async function lockCustomerByUid(trx: Db, uid: string): Promise<CustomerR
   return trx.selectFrom('customers').selectAll().where('uid', '=', uid).forUpdate().executeTakeFirst();
 }
 
-export async function insertCustomer(trx: Db, row: CustomerRow): Promise<void> {
-  await trx.insertInto('customers').values(row).execute();
+/** The customer's insert, to run alone or as a part of a create's one statement (decision 223). */
+export function customerInsert(qc: QueryCreator<Database>, row: CustomerRow) {
+  return qc.insertInto('customers').values(row);
 }
 
 /** Any change but the status, which moves only through `setCustomerStatus`. */
@@ -158,13 +159,15 @@ export async function nextScheduledDeletion(db: Db, partner: { id: string; mode:
   return row?.at ? new Date(row.at as unknown as string | Date) : undefined;
 }
 
-/** Customers whose quota the platform has not applied yet. */
-/** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
-/** The customer whose organization (its platform name) is `name` on this platform scope. */
-export async function findCustomerByOrganization(db: Db, scope: string, name: string): Promise<CustomerRow | undefined> {
-  return db.selectFrom('customers').selectAll().where('platform_scope', '=', scope).where('organization', '=', name).executeTakeFirst();
+/**
+ * The id of the customer whose organization (its platform name) is `name` on this platform scope, as a
+ * subquery: a create checks it in one statement with its other checks.
+ */
+export function customerIdByOrganization(eb: ExpressionBuilder<Database, never>, scope: string, name: string) {
+  return eb.selectFrom('customers').select('id').where('platform_scope', '=', scope).where('organization', '=', name);
 }
 
+/** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
 export async function quotaNotApplied(db: Db, now: Date, limit: number): Promise<CustomerRow[]> {
   return db
     .selectFrom('customers')

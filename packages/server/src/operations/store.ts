@@ -1,5 +1,5 @@
-import { type Selectable, sql } from 'kysely';
-import type { Db } from '../app/database.ts';
+import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -15,11 +15,25 @@ export type OperationRow = Selectable<OperationsTable>;
 /** partner-api.md, Limits: operation records are kept 7 days. */
 export const OPERATION_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
-export async function insertOperation(
-  trx: Db,
-  op: { partnerId: string; mode: KeyMode; type: OperationType; customerUid: string; customerId: string; project: string | null; now: Date },
-): Promise<OperationRow> {
-  const row: OperationRow = {
+type NewOperation = {
+  partnerId: string;
+  mode: KeyMode;
+  type: OperationType;
+  customerUid: string;
+  customerId: string;
+  project: string | null;
+  now: Date;
+};
+
+export async function insertOperation(trx: Db, op: NewOperation): Promise<OperationRow> {
+  const row = newOperationRow(op);
+  await operationInsert(trx, row).execute();
+  return row;
+}
+
+/** A new pending operation's row, due at once. */
+export function newOperationRow(op: NewOperation): OperationRow {
+  return {
     id: newId('operation'),
     partner_id: op.partnerId,
     mode: op.mode,
@@ -39,23 +53,40 @@ export async function insertOperation(
     failed_looks: 0,
     last_problem: null,
   };
-  await trx.insertInto('operations').values(row).execute();
-  return row;
+}
+
+/** The operation's insert, to run alone or as a part of a create's one statement (decision 223). */
+export function operationInsert(qc: QueryCreator<Database>, row: OperationRow) {
+  return qc.insertInto('operations').values(row);
 }
 
 /**
- * TOO_MANY_OPERATIONS (partner-api.md, Behaviour 6) when the partner already
- * has `max` provisioning operations open in this mode. Call it with the
+ * The partner's provisioning operations open in this mode, counted up to `upTo` (the answer to a limit
+ * is the same beyond it, and a long queue costs no more to check), as a subquery: a create asks it in
+ * one statement with its other checks, under the partner's lock (decision 223).
+ */
+export function openOperationCount(eb: ExpressionBuilder<Database, never>, partnerId: string, mode: KeyMode, upTo: number) {
+  return eb
+    .selectFrom((inner) =>
+      inner
+        .selectFrom('operations')
+        .select(sql<number>`1`.as('one'))
+        .where('partner_id', '=', partnerId)
+        .where('mode', '=', mode)
+        // Literal, not bound: the partial index on open operations matches only its own predicate.
+        .where(sql<boolean>`status in ('pending', 'running')`)
+        .limit(upTo)
+        .as('open_operations'),
+    )
+    .select(sql<number>`count(*)::int`.as('open'));
+}
+
+/**
+ * TOO_MANY_OPERATIONS (partner-api.md, Behaviour 6) when the partner already has `max` provisioning
+ * operations open in this mode besides the new one: `open`, counted by `openOperationCount` with the
  * partner row locked, so concurrent requests cannot both take the last slot.
  */
-export async function assertOperationSlot(trx: Db, partnerId: string, mode: KeyMode, max: number, retryAfterS: number): Promise<void> {
-  // Counting stops at `max`: the answer is the same, and a long queue costs no more to check.
-  const result = await sql<{ open: number }>`
-    select count(*)::int as open from (
-      select 1 from operations
-      where partner_id = ${partnerId} and mode = ${mode} and status in ('pending', 'running')
-      limit ${max}) as open_operations`.execute(trx);
-  const open = Number(result.rows[0]?.open ?? 0);
+export function assertOperationSlotFree(open: number, max: number, retryAfterS: number): void {
   if (open >= max) {
     throw new ApiError('TOO_MANY_OPERATIONS', `${open} provisioning operations are in flight; the limit is ${max}.`, {
       retryAfter: retryAfterS,

@@ -1,25 +1,26 @@
 import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
-import { findCustomerByOrganization, lockCustomer } from '../customers/store.ts';
+import { customerIdByOrganization, lockCustomer } from '../customers/store.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from '../operations/schemas.ts';
-import { assertOperationSlot, insertOperation, latestOperation } from '../operations/store.ts';
+import { assertOperationSlotFree, insertOperation, latestOperation, openOperationCount } from '../operations/store.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,
-  countProjects,
   findProject,
   insertProject,
   listProjects,
   lockProject,
   type ProjectRow,
+  projectCount,
+  projectNamed,
   setProjectState,
 } from './store.ts';
 
@@ -65,7 +66,16 @@ export class ProjectService {
         const customer = await lockCustomer(trx, tenant, customerId);
         if (!customer) throw notFound(`Customer ${customerId}`);
         requireActiveCustomer(customer, 'create projects', customers.retryAfterS);
-        const current = await countProjects(trx, customer.uid);
+        // The customer's projects, the operation slot and the platform name, in one statement (decision 223).
+        const taken = await trx
+          .selectNoFrom((eb) => [
+            projectCount(eb, customer.uid).as('projects'),
+            projectNamed(eb, customer.uid, name).as('same_name'),
+            openOperationCount(eb, tenant.partnerId, tenant.mode, partner.max_open_operations).as('open_operations'),
+            customerIdByOrganization(eb, tenant.scope, namespace).as('customer_named_like_namespace'),
+          ])
+          .executeTakeFirstOrThrow();
+        const current = Number(taken.projects ?? 0);
         if (current >= partner.max_projects_per_customer) {
           throw new ApiError(
             'LIMIT_REACHED',
@@ -73,12 +83,12 @@ export class ProjectService {
             { details: { limit: 'max_projects_per_customer', max: partner.max_projects_per_customer, current } },
           );
         }
-        await assertOperationSlot(trx, tenant.partnerId, tenant.mode, partner.max_open_operations, customers.retryAfterS);
-        if (await findProject(trx, customer.uid, name)) throw alreadyExists(customerId, name);
+        assertOperationSlotFree(Number(taken.open_operations ?? 0), partner.max_open_operations, customers.retryAfterS);
+        if (taken.same_name !== null) throw alreadyExists(customerId, name);
         // Namespaces and organizations are one name space on the platform (see CustomerService.create).
-        const owner = await findCustomerByOrganization(trx, tenant.scope, namespace);
-        if (owner) {
-          throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already the platform name of customer ${owner.id}.`, {
+        const owner = taken.customer_named_like_namespace;
+        if (owner !== null) {
+          throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already the platform name of customer ${owner}.`, {
             details: { field: 'name', namespace },
           });
         }

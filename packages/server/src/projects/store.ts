@@ -1,5 +1,5 @@
-import type { Selectable } from 'kysely';
-import type { Db } from '../app/database.ts';
+import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Project, toProject } from './schemas.ts';
@@ -9,12 +9,20 @@ import type { ProjectsTable } from './tables.ts';
 export type ProjectRow = Selectable<ProjectsTable>;
 
 export async function insertProject(trx: Db, row: ProjectRow): Promise<void> {
-  await trx.insertInto('projects').values(row).execute();
+  await projectInsert(trx, row).execute();
 }
 
-/** The project whose namespace is `namespace` on this platform scope (names are one space with organizations'). */
-export async function findProjectByNamespace(db: Db, scope: string, namespace: string): Promise<ProjectRow | undefined> {
-  return db.selectFrom('projects').selectAll().where('platform_scope', '=', scope).where('namespace', '=', namespace).executeTakeFirst();
+/** The project's insert, to run alone or as a part of a create's one statement (decision 223). */
+export function projectInsert(qc: QueryCreator<Database>, row: ProjectRow) {
+  return qc.insertInto('projects').values(row);
+}
+
+/**
+ * The project (its name and customer) whose namespace is `namespace` on this platform scope, as a
+ * subquery: names are one space with organizations', and a create checks them in one statement.
+ */
+export function projectByNamespace(eb: ExpressionBuilder<Database, never>, scope: string, namespace: string) {
+  return eb.selectFrom('projects').select(['name', 'customer_id']).where('platform_scope', '=', scope).where('namespace', '=', namespace);
 }
 
 export async function findProject(db: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
@@ -50,13 +58,14 @@ export async function removeProject(trx: Db, uid: string): Promise<void> {
   await trx.deleteFrom('projects').where('uid', '=', uid).execute();
 }
 
-export async function countProjects(trx: Db, customerUid: string): Promise<number> {
-  const row = await trx
-    .selectFrom('projects')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('customer_uid', '=', customerUid)
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
+/** How many projects the customer has, as a subquery (a project's create asks it with its other checks). */
+export function projectCount(eb: ExpressionBuilder<Database, never>, customerUid: string) {
+  return eb.selectFrom('projects').select(sql<number>`count(*)::int`.as('n')).where('customer_uid', '=', customerUid);
+}
+
+/** The customer's project `name`, by name, as a subquery: null when it has none by that name. */
+export function projectNamed(eb: ExpressionBuilder<Database, never>, customerUid: string, name: string) {
+  return eb.selectFrom('projects').select('name').where('customer_uid', '=', customerUid).where('name', '=', name);
 }
 
 /** Every project of a customer, by name (at most the partner's project limit). */

@@ -1,5 +1,5 @@
-import type { Selectable } from 'kysely';
-import type { Db } from '../app/database.ts';
+import type { QueryCreator, Selectable } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
@@ -11,7 +11,12 @@ export type UserRow = Selectable<UsersTable>;
 export const USERS_LISTABLE = 1000;
 
 export async function insertUser(trx: Db, row: UserRow): Promise<void> {
-  await trx.insertInto('users').values(row).execute();
+  await userInsert(trx, row).execute();
+}
+
+/** The user's insert, to run alone or as a part of a create's one statement (decision 223). */
+export function userInsert(qc: QueryCreator<Database>, row: UserRow) {
+  return qc.insertInto('users').values(row);
 }
 
 /** A user of a customer by username (one being removed is already gone). */
