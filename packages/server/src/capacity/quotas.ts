@@ -73,13 +73,14 @@ export async function newCustomerQuota(db: Db, tenant: Tenant, planId: string): 
 }
 
 /**
- * Takes a new customer's quota out of the partner's pool, in the creating transaction. Creations
- * wait for the capacity lock rather than answer BUSY.
+ * A new customer's quota taken out of the partner's pool: what its customers of this mode will hold,
+ * and the check that it fits (PARTNER_CAPACITY_EXCEEDED), run by the creating transaction after its
+ * other checks (the new allocation is written with them, and undone with the rest if any refuses).
+ * `allocated` is read under the capacity lock (`allocationLock`); creations wait for that lock rather
+ * than answer BUSY.
  */
-export async function allocateNewCustomer(trx: Db, tenant: Tenant, wanted: NewCustomerQuota): Promise<void> {
-  const allocated = await lockAllocation(trx, tenant.partnerId, tenant.mode);
-  assertPoolFits(wanted.pool, allocated, ZERO, wanted.quota);
-  await saveAllocation(trx, tenant.partnerId, tenant.mode, add(allocated, wanted.quota));
+export function takeNewCustomerQuota(allocated: Resources, wanted: NewCustomerQuota): { allocated: Resources; assertFits(): void } {
+  return { allocated: add(allocated, wanted.quota), assertFits: () => assertPoolFits(wanted.pool, allocated, ZERO, wanted.quota) };
 }
 
 interface Change {

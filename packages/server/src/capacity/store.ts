@@ -1,5 +1,5 @@
-import { type Selectable, sql } from 'kysely';
-import type { Db } from '../app/database.ts';
+import { type QueryCreator, type Selectable, sql } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type Resources, subtract, ZERO } from './resources.ts';
 import type { PlansTable } from './tables.ts';
@@ -87,13 +87,7 @@ export async function lockAllocation(trx: Db, partnerId: string, mode: KeyMode, 
   if (nowaitMs !== undefined) await sql`select set_config('lock_timeout', ${`${nowaitMs}ms`}, true)`.execute(trx);
   let row: { allocated: Resources };
   try {
-    // One statement makes the row if it is missing and locks it: an update that changes nothing.
-    row = await trx
-      .insertInto('capacity_allocations')
-      .values({ partner_id: partnerId, mode, allocated: JSON.stringify(ZERO) })
-      .onConflict((oc) => oc.columns(['partner_id', 'mode']).doUpdateSet({ allocated: sql`capacity_allocations.allocated` }))
-      .returning('allocated')
-      .executeTakeFirstOrThrow();
+    row = await allocationLock(trx, partnerId, mode).executeTakeFirstOrThrow();
   } catch (error) {
     // The transaction is aborted either way; lock_not_available is the one we explain.
     if ((error as { code?: string }).code === '55P03') throw new LockNotAvailable();
@@ -103,13 +97,30 @@ export async function lockAllocation(trx: Db, partnerId: string, mode: KeyMode, 
   return row.allocated;
 }
 
+/**
+ * The capacity lock as one statement, to run alone (`lockAllocation`) or as a part of a create's
+ * statement (decision 223): it makes the row if it is missing and locks it (an update that changes
+ * nothing), and answers what is allocated, as of the latest commit whatever the statement's snapshot.
+ */
+export function allocationLock(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode) {
+  return qc
+    .insertInto('capacity_allocations')
+    .values({ partner_id: partnerId, mode, allocated: JSON.stringify(ZERO) })
+    .onConflict((oc) => oc.columns(['partner_id', 'mode']).doUpdateSet({ allocated: sql`capacity_allocations.allocated` }))
+    .returning(['partner_id', 'allocated']);
+}
+
 export async function saveAllocation(trx: Db, partnerId: string, mode: KeyMode, allocated: Resources): Promise<void> {
-  await trx
+  await allocationSave(trx, partnerId, mode, allocated).execute();
+}
+
+/** Writes what is allocated (the capacity lock held), to run alone or as a part of a create's statement. */
+export function allocationSave(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode, allocated: Resources) {
+  return qc
     .updateTable('capacity_allocations')
     .set({ allocated: JSON.stringify(allocated) })
     .where('partner_id', '=', partnerId)
-    .where('mode', '=', mode)
-    .execute();
+    .where('mode', '=', mode);
 }
 
 /** Returns a removed customer's quota to its pool (in the transaction that removes it). */

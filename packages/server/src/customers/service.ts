@@ -2,7 +2,8 @@ import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
-import { allocateNewCustomer, newCustomerQuota } from '../capacity/quotas.ts';
+import { newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
+import { allocationLock, allocationSave } from '../capacity/store.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { retryOnDeadlock, uniqueViolation } from '../infra/db/database.ts';
@@ -15,7 +16,7 @@ import { toOperation } from '../operations/schemas.ts';
 import { assertOperationSlotFree, latestOperation, newOperationRow, openOperationCount, operationInsert } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { OperatorActor } from '../partners/service.ts';
-import { countNewCustomer } from '../partners/store.ts';
+import { newCustomerCounted } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
@@ -200,22 +201,43 @@ export class CustomerService {
                 }),
               );
             await operationInsert(rows, operation).execute();
-            // Then the partner's row: counting the customer locks it, and the lock keeps the partner's
-            // counts, names and pool exact under concurrent creates. Every create of the partner waits
-            // here for the one before to commit, so the statements from here on are few (decision 211).
-            const partner = await countNewCustomer(trx, tenant.partnerId, tenant.mode);
-            if (!partner) throw notFound('The partner');
+            // Then the partner's row and the capacity lock, in one statement: counting the customer locks
+            // the partner's row (first, as every other path locks them), which keeps the partner's counts,
+            // names and pool exact under concurrent creates. Every create of the partner waits here for
+            // the one before to commit, so the statements from here on are few (decisions 211, 223).
+            const locked = await trx
+              .with('partner', (qc) => newCustomerCounted(qc, tenant.partnerId, tenant.mode))
+              .with('allocation', (qc) => allocationLock(qc, tenant.partnerId, tenant.mode))
+              .selectFrom('partner')
+              .selectAll('partner')
+              .select((eb) =>
+                eb
+                  .selectFrom('allocation')
+                  .select('allocation.allocated')
+                  .whereRef('allocation.partner_id', '=', 'partner.id')
+                  .as('allocated'),
+              )
+              .executeTakeFirst();
+            if (!locked?.allocated) throw notFound('The partner');
+            const { allocated, ...partner } = locked;
             const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
             if (partner.max_customers > 0 && current >= partner.max_customers) {
               throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
                 details: { limit: 'max_customers', max: partner.max_customers, current },
               });
             }
-            // The operation slot and both platform names, in one statement: every statement from the
-            // lock on is paid once per create of the partner, in turn (decision 223). The count includes
-            // this create's own operation, so it counts to one more than the limit.
+            // The default plan changed since it was read (rare): the customer takes the new one.
+            if (request.plan_id === undefined && partner.default_plan_id !== wanted.planId) {
+              wanted = await newCustomerQuota(trx, tenant, partner.default_plan_id);
+              Object.assign(row, await updateCustomer(trx, row.uid, { plan_id: wanted.planId, quota: wanted.quota }));
+            }
+            // The plan's quota comes out of the partner's pool (CONTRACT §4, Customers), written with the
+            // checks of the operation slot and both platform names: one statement. The count includes this
+            // create's own operation, so it counts to one more than the limit.
+            const allocation = takeNewCustomerQuota(allocated, wanted);
             const max = partner.max_open_operations;
             const taken = await trx
+              .with('allocation', (qc) => allocationSave(qc, tenant.partnerId, tenant.mode, allocation.allocated))
               .selectNoFrom((eb) => [
                 openOperationCount(eb, tenant.partnerId, tenant.mode, max + 1).as('open_operations'),
                 jsonObjectFrom(projectByNamespace(eb, tenant.scope, organization)).as('project_named_like_organization'),
@@ -224,13 +246,7 @@ export class CustomerService {
               .executeTakeFirstOrThrow();
             assertOperationSlotFree(Number(taken.open_operations ?? 1) - 1, max, this.retryAfterS);
             assertNamesFree(request, organization, namespace, taken.project_named_like_organization, taken.customer_named_like_namespace);
-            // The default plan changed since it was read (rare): the customer takes the new one.
-            if (request.plan_id === undefined && partner.default_plan_id !== wanted.planId) {
-              wanted = await newCustomerQuota(trx, tenant, partner.default_plan_id);
-              Object.assign(row, await updateCustomer(trx, row.uid, { plan_id: wanted.planId, quota: wanted.quota }));
-            }
-            // The plan's quota comes out of the partner's pool in this transaction (CONTRACT §4, Customers).
-            await allocateNewCustomer(trx, tenant, wanted);
+            allocation.assertFits();
             return { customer: toCustomer(row), operation: toOperation(operation) };
           }),
         ),

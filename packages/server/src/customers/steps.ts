@@ -8,13 +8,15 @@ import type { OperationRow } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
-import { advanceProject, settleProject } from '../projects/steps.ts';
-import { findProject, lockProject } from '../projects/store.ts';
+import { advanceProject, settleFirstProject } from '../projects/steps.ts';
+import { findProject } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { UserService } from '../users/service.ts';
+import { ownerReadyUpdate } from '../users/store.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import {
   type CustomerRow,
+  customerStatusUpdate,
   findCustomerByUid,
   graceEnded,
   lockCustomerByUid,
@@ -22,7 +24,6 @@ import {
   markQuotaRetry,
   quotaNotApplied,
   removeCustomer,
-  setCustomerStatus,
 } from './store.ts';
 
 export interface CustomerStepDeps {
@@ -79,14 +80,14 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
       const ok = final.state === 'done';
       let state: EventData<'customer.ready'>['state'] = customer?.status ?? 'deleted';
       if (customer?.status === 'provisioning') {
-        const settled = await setCustomerStatus(trx, customer, ok ? 'active' : 'failed', {
+        // The customer settled and, if it is ready, its owner with it: one statement.
+        const writer = ok ? trx.with('owner', (qc) => ownerReadyUpdate(qc, customer.uid, ctx.now)) : trx;
+        const settled = await customerStatusUpdate(writer, customer, ok ? 'active' : 'failed', {
           updated_at: ctx.now,
           ...(ok ? { quota_applied_revision: customer.quota_revision } : {}),
-        });
+        }).executeTakeFirstOrThrow();
         state = settled.status;
-        if (ok) await users.markOwnerReady(trx, customer.uid, ctx.now);
       }
-      const project = customer ? await lockProject(trx, customer.uid, op.project ?? 'default') : undefined;
       await recordEvent(trx, {
         partnerId: op.partner_id,
         mode: op.mode,
@@ -95,7 +96,7 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
         data: {
           customer_id: op.customer_id,
           operation_id: op.id,
-          project: await settleProject(trx, project, ok, ctx.now),
+          project: customer ? await settleFirstProject(trx, customer.uid, op.project ?? 'default', ok, ctx.now) : null,
           state,
           error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
         },

@@ -105,12 +105,16 @@ export async function setCustomerStatus(
   to: CustomerStatus,
   changes: CustomerChanges = {},
 ): Promise<CustomerRow> {
-  return trx
+  return customerStatusUpdate(trx, row, to, changes).executeTakeFirstOrThrow();
+}
+
+/** `setCustomerStatus` as a builder, to run as a part of a statement that writes more (decision 223). */
+export function customerStatusUpdate(qc: QueryCreator<Database>, row: CustomerRow, to: CustomerStatus, changes: CustomerChanges = {}) {
+  return qc
     .updateTable('customers')
     .set({ ...changes, status: CUSTOMER_STATUS.move(row.status, to) })
     .where('uid', '=', row.uid)
-    .returningAll()
-    .executeTakeFirstOrThrow();
+    .returningAll();
 }
 
 /**

@@ -1,5 +1,5 @@
-import { type Selectable, sql } from 'kysely';
-import type { Db } from '../app/database.ts';
+import { type QueryCreator, type Selectable, sql } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
@@ -69,15 +69,19 @@ export async function listPartners<T>(
  * Counts one more customer of the mode and answers the partner's row: the update also locks the row,
  * which keeps the partner's counts, names and pool exact under concurrent creates until the commit.
  */
-export async function countNewCustomer(trx: Db, partnerId: string, mode: KeyMode): Promise<PartnerRow | undefined> {
-  return trx
+/**
+ * Counts a new customer of this mode, answering the partner's row: the update locks the row until the
+ * creating transaction ends, which keeps the partner's counts, names and pool exact under concurrent
+ * creates. A builder: the create runs it in one statement with the capacity lock (decision 223).
+ */
+export function newCustomerCounted(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode) {
+  return qc
     .updateTable('partners')
     .set((eb) =>
       mode === 'live' ? { customer_count: eb('customer_count', '+', 1) } : { test_customer_count: eb('test_customer_count', '+', 1) },
     )
     .where('id', '=', partnerId)
-    .returningAll()
-    .executeTakeFirst();
+    .returningAll();
 }
 
 /** A partner's customer count of one mode (live and test customers are counted apart). */

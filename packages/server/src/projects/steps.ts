@@ -5,7 +5,15 @@ import { type FinalOutcome, fail, type OperationEngine } from '../operations/eng
 import type { OperationRow } from '../operations/store.ts';
 import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
 import { type Project, toProject } from './schemas.ts';
-import { findProject, lockProject, type ProjectRow, recordAddressRange, removeProject, setProjectState } from './store.ts';
+import {
+  findProject,
+  lockProject,
+  type ProjectRow,
+  recordAddressRange,
+  removeProject,
+  setProjectState,
+  settleProvisioningProject,
+} from './store.ts';
 
 /** A project as the platform names it. */
 export function projectRef(
@@ -35,6 +43,17 @@ export async function advanceProject(
     await recordAddressRange(db, project.uid, cidr);
   }
   return platform.ensureProject(ctx, { ...ref, cidr });
+}
+
+/**
+ * The customer's first project, settled with the customer's creation (in the operation's commit): one
+ * statement when it is still provisioning, as it nearly always is; its view for the event, or null.
+ */
+export async function settleFirstProject(trx: Db, customerUid: string, name: string, ok: boolean, now: Date): Promise<Project | null> {
+  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now);
+  if (settled) return toProject(settled);
+  const project = await lockProject(trx, customerUid, name);
+  return project ? toProject(project) : null;
 }
 
 /** A provisioning project turns ready or failed with its operation (in the operation's commit); its view for the event. */

@@ -29,6 +29,27 @@ export async function findProject(db: Db, customerUid: string, name: string): Pr
   return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).where('name', '=', name).executeTakeFirst();
 }
 
+/**
+ * The project, if it is still provisioning, turned `to` (its lock taken by the update), in one
+ * statement; undefined when it is not provisioning or gone.
+ */
+export async function settleProvisioningProject(
+  trx: Db,
+  customerUid: string,
+  name: string,
+  to: 'ready' | 'failed',
+  now: Date,
+): Promise<ProjectRow | undefined> {
+  return trx
+    .updateTable('projects')
+    .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: now })
+    .where('customer_uid', '=', customerUid)
+    .where('name', '=', name)
+    .where('state', '=', 'provisioning')
+    .returningAll()
+    .executeTakeFirst();
+}
+
 export async function lockProject(trx: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
   return trx
     .selectFrom('projects')

@@ -18,7 +18,6 @@ import {
   findUserByUid,
   insertUser,
   listUsers,
-  markOwnerPlatformReady,
   removeUserByUid,
   setUserPlatformState,
   type UserRow,
@@ -188,11 +187,6 @@ export class UserService {
     const owner = await findOwner(this.#deps.db, customer.uid);
     if (!owner) return { state: 'failed', code: 'PROVISIONING_FAILED', message: `Customer ${customer.id} has no owner.` };
     return this.#deps.platform.ensureUser(ctx, userSpec(customer, owner));
-  }
-
-  /** The owner is on the platform (in the transaction that settles its customer's creation). */
-  async markOwnerReady(trx: Db, customerUid: string, at: Date): Promise<void> {
-    await markOwnerPlatformReady(trx, customerUid, at);
   }
 
   /**

@@ -41,14 +41,17 @@ export async function setUserPlatformState(db: Db, uid: string, state: UserPlatf
 }
 
 /** The customer's owner is on the platform: one statement, nothing done when it already was. */
-export async function markOwnerPlatformReady(db: Db, customerUid: string, at: Date): Promise<void> {
-  await db
+/**
+ * The owner made on the platform with its customer: written by the creation's commit, as a part of
+ * the statement that settles the customer (decision 223).
+ */
+export function ownerReadyUpdate(qc: QueryCreator<Database>, customerUid: string, at: Date) {
+  return qc
     .updateTable('users')
     .set({ platform_state: 'ready', platform_state_at: at })
     .where('customer_uid', '=', customerUid)
     .where('is_owner', '=', true)
-    .where('platform_state', '<>', 'ready')
-    .execute();
+    .where('platform_state', '<>', 'ready');
 }
 
 /** Users a request left half-made or half-removed before `before` (not owners: their customer's operation settles them). */
