@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
-import { recordEvent } from '../events/store.ts';
+import { newEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { type FinalOutcome, fail, inOrder, type OperationEngine } from '../operations/engine.ts';
 import type { OperationRow } from '../operations/store.ts';
@@ -88,7 +88,8 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
         }).executeTakeFirstOrThrow();
         state = settled.status;
       }
-      await recordEvent(trx, {
+      const project = customer ? await settleFirstProject(trx, customer.uid, op.project ?? 'default', ok, ctx.now) : null;
+      const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
         type: ok ? 'customer.ready' : 'customer.failed',
@@ -96,12 +97,12 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
         data: {
           customer_id: op.customer_id,
           operation_id: op.id,
-          project: customer ? await settleFirstProject(trx, customer.uid, op.project ?? 'default', ok, ctx.now) : null,
+          project,
           state,
           error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
         },
       });
-      return final;
+      return { outcome: final, event };
     },
   });
 
@@ -120,16 +121,16 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
       return { customer: await lockCustomerByUid(trx, op.customer_uid) };
     },
     async finish(trx, op, outcome, ctx, { customer }) {
-      if (!customer) return outcome;
+      if (!customer) return { outcome };
       await removeCustomer(trx, customer, ctx.now);
-      await recordEvent(trx, {
+      const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
         type: 'customer.deleted',
         at: ctx.now,
         data: { customer_id: op.customer_id, immediate: customer.deletion_immediate ?? true },
       });
-      return outcome;
+      return { outcome, event };
     },
     // The partner's customer count changed: no read made before the commit may stay cached.
     committed: (op) => partnerCache.invalidate(op.partner_id),

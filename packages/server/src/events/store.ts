@@ -1,4 +1,5 @@
-import type { Db } from '../app/database.ts';
+import type { QueryCreator } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
 import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -17,6 +18,11 @@ export interface NewEvent<T extends EventType = EventType> {
   data: EventData<T>;
   /** The partner's mode clock at the change. */
   at: Date;
+}
+
+/** An event typed by its kind's payload (`payloads.ts`), for an operation's outcome to announce (`Finished`). */
+export function newEvent<T extends EventType>(event: NewEvent<T>): NewEvent {
+  return event;
 }
 
 const recordedListeners = new Set<() => void>();
@@ -41,22 +47,33 @@ function announceRecorded(): void {
  * partner's receiver wants it.
  */
 export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
-  const id = newId('delivery');
-  await trx
-    .insertInto('events')
-    .values({
-      id,
-      partner_id: event.partnerId,
-      mode: event.mode,
-      type: event.type,
-      data: JSON.stringify(event.data),
-      created_at: event.at,
-      delivery_state: initialDeliveryState(event.partnerId, event.mode, event.type),
-    })
-    .execute();
+  const row = eventRow(event);
+  await trx.insertInto('events').values(row).execute();
   // After the insert: outside a transaction, the row is already there when the listeners hear of it.
   afterCommit(announceRecorded);
-  return id;
+  return row.id;
+}
+
+/**
+ * `recordEvent` as a builder, for a transaction's statement that writes a change and its event together
+ * (an operation's outcome and the event announcing it: decision 223). The listeners hear of it once
+ * the transaction commits, as of `recordEvent`'s.
+ */
+export function eventInsert<T extends EventType>(trx: QueryCreator<Database>, event: NewEvent<T>) {
+  afterCommit(announceRecorded);
+  return trx.insertInto('events').values(eventRow(event));
+}
+
+function eventRow<T extends EventType>(event: NewEvent<T>) {
+  return {
+    id: newId('delivery'),
+    partner_id: event.partnerId,
+    mode: event.mode,
+    type: event.type,
+    data: JSON.stringify(event.data),
+    created_at: event.at,
+    delivery_state: initialDeliveryState(event.partnerId, event.mode, event.type),
+  };
 }
 
 const STREAM_COLUMNS = ['id', 'type', 'created_at', 'partner_id', 'data'] as const;

@@ -33,7 +33,7 @@ function gatedHandler(): { handler: OperationHandler; gate: Gate; looks: () => n
         return outcomeP;
       },
       lock: async () => undefined,
-      finish: async (_trx, _op, outcome) => outcome,
+      finish: async (_trx, _op, outcome) => ({ outcome }),
     },
     gate: { entered: enteredP, open },
     looks: () => looks,
@@ -43,7 +43,7 @@ function gatedHandler(): { handler: OperationHandler; gate: Gate; looks: () => n
 const doneHandler: OperationHandler = {
   advance: async () => ({ state: 'done' }),
   lock: async () => undefined,
-  finish: async (_trx, _op, outcome) => outcome,
+  finish: async (_trx, _op, outcome) => ({ outcome }),
 };
 
 for (const target of testDatabases()) {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
+import type { NewEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
@@ -51,15 +52,25 @@ export type FinalOutcome = { state: 'done' } | { state: 'failed'; code: FailureC
  * transaction open (it may call the platform, which may take seconds); then, for a finished outcome,
  * it opens one short transaction, lets `lock` take the module's locks (in the order partner,
  * customer, operation, project), locks the operation itself (only while its lease is still this
- * process's) and lets `finish` apply the outcome to the resources and record its event.
+ * process's) and lets `finish` apply the outcome to the resources; the outcome and its event are then
+ * written in one statement.
  */
 export interface OperationHandler<Locked = unknown> {
   advance(op: OperationRow, ctx: PlatformContext): Promise<StepOutcome>;
   lock(trx: Db, op: OperationRow): Promise<Locked>;
-  /** Applies the outcome; answers the outcome to record (a success the resource no longer allows becomes a failure). */
-  finish(trx: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, locked: Locked): Promise<FinalOutcome>;
+  /** Applies the outcome; answers the outcome to record and the event that announces it. */
+  finish(trx: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, locked: Locked): Promise<Finished>;
   /** After the outcome committed (caches that must not see the state before it). */
   committed?(op: OperationRow, outcome: FinalOutcome): void;
+}
+
+/**
+ * What a handler's `finish` answers: the outcome to record (a success the resource no longer allows
+ * becomes a failure), and the event announcing it, if any, written with the outcome in one statement.
+ */
+export interface Finished {
+  outcome: FinalOutcome;
+  event?: NewEvent;
 }
 
 /** Background work the engine's pass runs besides operations (a grace period ending, a user left half-made). */
@@ -256,8 +267,8 @@ export class OperationEngine {
       const leased = await lockLeasedOperation(trx, op.id, this.#owner);
       // Another process took it over (our lease ran out): its look decides.
       if (!leased) return undefined;
-      const final = await handler.finish(trx, leased, outcome, ctx, locked);
-      await finishOperation(trx, leased, final, ctx.now);
+      const { outcome: final, event } = await handler.finish(trx, leased, outcome, ctx, locked);
+      await finishOperation(trx, leased, final, ctx.now, event);
       return final;
     });
     if (!recorded) return;

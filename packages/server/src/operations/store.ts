@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
+import { eventInsert, type NewEvent } from '../events/store.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -273,14 +274,20 @@ export async function scheduleNextLook(
 }
 
 /** Records the outcome of a locked operation: succeeded, or failed with its code. */
+/**
+ * Records an operation's outcome (its lease given back), and the event announcing it when there is
+ * one, in one statement of the finishing transaction (decision 223).
+ */
 export async function finishOperation(
   trx: Db,
   op: OperationRow,
   outcome: { state: 'done' } | { state: 'failed'; code: FailureCode; message: string },
   now: Date,
+  event?: NewEvent,
 ): Promise<void> {
   const failed = outcome.state === 'failed' ? outcome : undefined;
-  await trx
+  const writer = event ? trx.with('event', (qc) => eventInsert(qc, event)) : trx;
+  await writer
     .updateTable('operations')
     .set({
       status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),

@@ -1,6 +1,6 @@
 import type { Db } from '../app/database.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomerByUid, markQuotaToReapply } from '../customers/store.ts';
-import { recordEvent } from '../events/store.ts';
+import { newEvent } from '../events/store.ts';
 import { type FinalOutcome, fail, type OperationEngine } from '../operations/engine.ts';
 import type { OperationRow } from '../operations/store.ts';
 import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
@@ -93,7 +93,7 @@ export function registerProjectSteps(engine: OperationEngine, deps: { db: Db; pl
       const view = await settleProject(trx, project, final.state === 'done', ctx.now);
       // A project cap reaches a project only once it exists on the platform: the quota is applied again.
       if (final.state === 'done' && customer && project && customer.project_caps[project.name]) await markQuotaToReapply(trx, customer.uid);
-      await recordEvent(trx, {
+      const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
         type: final.state === 'done' ? 'project.ready' : 'project.failed',
@@ -106,7 +106,7 @@ export function registerProjectSteps(engine: OperationEngine, deps: { db: Db; pl
           error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
         },
       });
-      return final;
+      return { outcome: final, event };
     },
   });
 
@@ -121,16 +121,16 @@ export function registerProjectSteps(engine: OperationEngine, deps: { db: Db; pl
     lock,
     async finish(trx, op, outcome, ctx, { project }) {
       // Went with its customer, whose customer.deleted reports it.
-      if (!project) return outcome;
+      if (!project) return { outcome };
       await removeProject(trx, project.uid);
-      await recordEvent(trx, {
+      const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
         type: 'project.deleted',
         at: ctx.now,
         data: { customer_id: op.customer_id, project: project.name },
       });
-      return outcome;
+      return { outcome, event };
     },
   });
 }
