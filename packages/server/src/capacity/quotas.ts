@@ -13,7 +13,7 @@ import {
   capacitySettings,
   DEFAULT_PER_CUSTOMER_MAX,
   DEFAULT_POOL,
-  findCapacityRow,
+  findCapacityAndPlanQuota,
   findPlan,
   LockNotAvailable,
   listGpuProfiles,
@@ -60,16 +60,16 @@ export interface NewCustomerQuota {
  * grant, and it must fit the per-customer maximum.
  */
 export async function newCustomerQuota(db: Db, tenant: Tenant, planId: string): Promise<NewCustomerQuota> {
-  // Two reads where the full settings take four: the catalogue's lists are read only when a rule needs them.
-  const [row, found] = await Promise.all([findCapacityRow(db, tenant.partnerId), findPlan(db, planId)]);
-  const quick = found !== undefined && (row?.plans ? row.plans.includes(planId) : true) ? found : undefined;
+  // One read where the full settings take four: the catalogue's lists are read only when a rule needs them.
+  const { capacity: row, plan_quota: found } = await findCapacityAndPlanQuota(db, tenant.partnerId, planId);
+  const quick = found !== null && (row?.plans ? row.plans.includes(planId) : true) ? found : undefined;
   // Refused: the full check answers PLAN_NOT_ALLOWED naming the plans the partner may assign.
-  const plan = quick ?? (await assignablePlan(db, await capacitySettings(db, tenant.partnerId), planId));
-  if (Object.values(plan.quota.gpus).some((n) => n > 0)) {
-    assertGrantable(plan.quota, row?.gpu_profiles ?? (await listGpuProfiles(db)).map((p) => p.name));
+  const quota = quick ?? (await assignablePlan(db, await capacitySettings(db, tenant.partnerId), planId)).quota;
+  if (Object.values(quota.gpus).some((n) => n > 0)) {
+    assertGrantable(quota, row?.gpu_profiles ?? (await listGpuProfiles(db)).map((p) => p.name));
   }
-  assertPerCustomer(plan.quota, row?.per_customer_max ?? DEFAULT_PER_CUSTOMER_MAX);
-  return { planId, quota: normalize(plan.quota), pool: row?.pool ?? DEFAULT_POOL };
+  assertPerCustomer(quota, row?.per_customer_max ?? DEFAULT_PER_CUSTOMER_MAX);
+  return { planId, quota: normalize(quota), pool: row?.pool ?? DEFAULT_POOL };
 }
 
 /**

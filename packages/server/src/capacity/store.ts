@@ -1,4 +1,5 @@
 import { type QueryCreator, type Selectable, sql } from 'kysely';
+import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Database, Db } from '../app/database.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type Resources, subtract, ZERO } from './resources.ts';
@@ -43,6 +44,21 @@ export async function findPlan(db: Db, id: string): Promise<PlanRow | undefined>
 /** The operator's capacity settings of a partner as stored (undefined: all defaults). */
 export async function findCapacityRow(db: Db, partnerId: string) {
   return db.selectFrom('partner_capacity').selectAll().where('partner_id', '=', partnerId).executeTakeFirst();
+}
+
+/**
+ * What a new customer's plan needs, in one read (decision 223): the partner's capacity settings as
+ * stored (null: all defaults) and the plan's quota (null: no such plan).
+ */
+export async function findCapacityAndPlanQuota(db: Db, partnerId: string, planId: string) {
+  return db
+    .selectNoFrom((eb) => [
+      jsonObjectFrom(
+        eb.selectFrom('partner_capacity').select(['pool', 'per_customer_max', 'plans', 'gpu_profiles']).where('partner_id', '=', partnerId),
+      ).as('capacity'),
+      eb.selectFrom('plans').select('quota').where('id', '=', planId).as('plan_quota'),
+    ])
+    .executeTakeFirstOrThrow();
 }
 
 /** A partner's settings, the defaults filled in (a missing list means the whole catalogue). */
