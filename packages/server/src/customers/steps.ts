@@ -1,3 +1,4 @@
+import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
@@ -9,10 +10,10 @@ import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import { advanceProject, settleFirstProject } from '../projects/steps.ts';
-import { findProject } from '../projects/store.ts';
+import { projectForPlatform } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { UserService } from '../users/service.ts';
-import { ownerReadyUpdate } from '../users/store.ts';
+import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import {
   type CustomerRow,
@@ -56,16 +57,25 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
   engine.register<Locked>('customer.create', {
     // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
     async advance(op, ctx) {
-      const customer = await findCustomerByUid(db, op.customer_uid);
-      if (!customer) return fail('CUSTOMER_DELETED');
+      // The customer with its owner and first project as the platform needs them: one read.
+      const found = await db
+        .selectFrom('customers')
+        .selectAll()
+        .select([
+          jsonObjectFrom(ownerForPlatform(db, op.customer_uid)).as('owner'),
+          jsonObjectFrom(projectForPlatform(db, op.customer_uid, op.project ?? 'default')).as('first_project'),
+        ])
+        .where('uid', '=', op.customer_uid)
+        .executeTakeFirst();
+      if (!found) return fail('CUSTOMER_DELETED');
+      const { owner, first_project: project, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
       const org = organizationRef(customer);
       return inOrder(
         () => platform.ensureOrganization(ctx, { ...org, displayName: customer.display_name, planId: customer.plan_id }),
         () => platform.applyQuota(ctx, org, quotaSpec(customer)),
-        () => users.ensureOwner(ctx, customer),
+        () => users.ensureOwner(ctx, customer, owner),
         async () => {
-          const project = await findProject(db, customer.uid, op.project ?? 'default');
           if (!project) return fail('PROVISIONING_FAILED', `Project ${op.project} no longer exists.`);
           return advanceProject(db, platform, ctx, customer, project);
         },

@@ -8,6 +8,7 @@ import { type Project, toProject } from './schemas.ts';
 import {
   findProject,
   lockProject,
+  type ProjectForPlatform,
   type ProjectRow,
   recordAddressRange,
   removeProject,
@@ -32,7 +33,7 @@ export async function advanceProject(
   platform: Platform,
   ctx: PlatformContext,
   customer: CustomerRow,
-  project: ProjectRow,
+  project: ProjectForPlatform,
 ): Promise<Progress> {
   const ref = projectRef(customer, project);
   let cidr = project.cidr;

@@ -25,6 +25,21 @@ export function projectByNamespace(eb: ExpressionBuilder<Database, never>, scope
   return eb.selectFrom('projects').select(['name', 'customer_id']).where('platform_scope', '=', scope).where('namespace', '=', namespace);
 }
 
+/** What provisioning a project on the platform needs of it (`advanceProject`). */
+export type ProjectForPlatform = Pick<ProjectRow, 'uid' | 'name' | 'namespace' | 'cidr'>;
+
+/**
+ * The customer's project `name` as provisioning needs it, as a subquery: `customer.create` reads it with
+ * its customer in one statement (decision 223).
+ */
+export function projectForPlatform(qc: QueryCreator<Database>, customerUid: string, name: string) {
+  return qc
+    .selectFrom('projects')
+    .select(['uid', 'name', 'namespace', 'cidr'])
+    .where('customer_uid', '=', customerUid)
+    .where('name', '=', name);
+}
+
 export async function findProject(db: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
   return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).where('name', '=', name).executeTakeFirst();
 }

@@ -13,13 +13,13 @@ import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
-  findOwner,
   findUser,
   findUserByUid,
   insertUser,
   listUsers,
   removeUserByUid,
   setUserPlatformState,
+  type UserForPlatform,
   type UserRow,
   usersToReconcile,
 } from './store.ts';
@@ -45,7 +45,7 @@ export function userRef(customer: Pick<CustomerRow, 'id' | 'organization'>, user
   return { customerId: customer.id, organization: customer.organization, username };
 }
 
-function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row: UserRow): UserSpec {
+function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row: UserForPlatform): UserSpec {
   return {
     ...userRef(customer, row.username),
     email: row.email,
@@ -181,10 +181,9 @@ export class UserService {
 
   /**
    * The owner admin of a new customer on the platform (a step of `customer.create`, once its
-   * organization exists).
+   * organization exists), as read with the customer (`ownerForPlatform`).
    */
-  async ensureOwner(ctx: PlatformContext, customer: CustomerRow): Promise<Progress> {
-    const owner = await findOwner(this.#deps.db, customer.uid);
+  async ensureOwner(ctx: PlatformContext, customer: CustomerRow, owner: UserForPlatform | null): Promise<Progress> {
     if (!owner) return { state: 'failed', code: 'PROVISIONING_FAILED', message: `Customer ${customer.id} has no owner.` };
     return this.#deps.platform.ensureUser(ctx, userSpec(customer, owner));
   }

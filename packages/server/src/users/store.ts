@@ -35,6 +35,21 @@ export async function findOwner(db: Db, customerUid: string): Promise<UserRow | 
   return db.selectFrom('users').selectAll().where('customer_uid', '=', customerUid).where('is_owner', '=', true).executeTakeFirst();
 }
 
+/** What the platform needs of a user (`UserSpec`). */
+export type UserForPlatform = Pick<UserRow, 'username' | 'email' | 'role' | 'is_owner' | 'first_name' | 'last_name'>;
+
+/**
+ * The customer's owner as the platform needs it, as a subquery: `customer.create` reads it with its
+ * customer and first project in one statement (decision 223).
+ */
+export function ownerForPlatform(qc: QueryCreator<Database>, customerUid: string) {
+  return qc
+    .selectFrom('users')
+    .select(['username', 'email', 'role', 'is_owner', 'first_name', 'last_name'])
+    .where('customer_uid', '=', customerUid)
+    .where('is_owner', '=', true);
+}
+
 /** Moves a user's platform state (pending → ready, * → removing). */
 export async function setUserPlatformState(db: Db, uid: string, state: UserPlatformState, at: Date): Promise<void> {
   await db.updateTable('users').set({ platform_state: state, platform_state_at: at }).where('uid', '=', uid).execute();
