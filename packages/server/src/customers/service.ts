@@ -3,6 +3,7 @@ import pLimit, { type LimitFunction } from 'p-limit';
 import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
+import type { Resources } from '../capacity/resources.ts';
 import { allocationLock, allocationSave } from '../capacity/store.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
@@ -13,16 +14,23 @@ import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Operation } from '../operations/schemas.ts';
 import { toOperation } from '../operations/schemas.ts';
-import { assertOperationSlotFree, latestOperation, newOperationRow, openOperationCount, operationInsert } from '../operations/store.ts';
+import {
+  assertOperationSlotFree,
+  latestOperation,
+  newOperationRow,
+  type OperationRow,
+  openOperationCount,
+  operationInsert,
+} from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { OperatorActor } from '../partners/service.ts';
-import { newCustomerCounted } from '../partners/store.ts';
+import { newCustomerCounted, type PartnerRow } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
-import { projectByNamespace, projectInsert } from '../projects/store.ts';
-import { userInsert } from '../users/store.ts';
+import { type ProjectRow, projectByNamespace, projectInsert } from '../projects/store.ts';
+import { type UserRow, userInsert } from '../users/store.ts';
 import { describeStatus, organizationRef, recordSuspended, requireActiveCustomer, startTeardown } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
 import {
@@ -144,82 +152,59 @@ export class CustomerService {
       held_at: null,
       hold_reason: null,
     };
+    // The owner and the first project are made on the platform by the operation (users and projects modules).
+    const owner: UserRow = {
+      uid: newId('user'),
+      customer_uid: row.uid,
+      platform_scope: tenant.scope,
+      partner_id: tenant.partnerId,
+      mode: tenant.mode,
+      customer_id: row.id,
+      username: request.owner.username,
+      email: request.owner.email,
+      email_key: request.owner.email.toLowerCase(),
+      role: 'admin',
+      is_owner: true,
+      first_name: request.owner.first_name ?? null,
+      last_name: request.owner.last_name ?? null,
+      required_actions: [],
+      created_at: now,
+      platform_state: 'pending',
+      platform_state_at: this.#deps.clock.now(),
+    };
+    const project: ProjectRow = {
+      uid: newId('project'),
+      customer_uid: row.uid,
+      platform_scope: tenant.scope,
+      partner_id: tenant.partnerId,
+      mode: tenant.mode,
+      customer_id: row.id,
+      name: projectName,
+      state: 'provisioning',
+      namespace,
+      cidr: null,
+      created_at: now,
+      updated_at: now,
+    };
+    const operation = newOperationRow({
+      partnerId: tenant.partnerId,
+      mode: tenant.mode,
+      type: 'customer.create',
+      customerUid: row.uid,
+      customerId: row.id,
+      project: projectName,
+      now,
+    });
     const result = await this.#insertOrExplain(request, () =>
       retryOnDeadlock(() =>
         this.#creatingFor(tenant.partnerId)(() =>
           db.transaction().execute(async (trx) => {
-            // The rows first, with no lock held, in one statement: a clash of ids or namespaces is found
-            // by their unique keys. The owner and the first project are made on the platform by the
-            // operation (users and projects modules); nobody sees the operation before the commit, and
-            // the count below includes it.
-            const operation = newOperationRow({
-              partnerId: tenant.partnerId,
-              mode: tenant.mode,
-              type: 'customer.create',
-              customerUid: row.uid,
-              customerId: row.id,
-              project: projectName,
-              now,
-            });
-            const rows = trx
-              .with('customer', (qc) => customerInsert(qc, row))
-              .with('owner', (qc) =>
-                userInsert(qc, {
-                  uid: newId('user'),
-                  customer_uid: row.uid,
-                  platform_scope: tenant.scope,
-                  partner_id: tenant.partnerId,
-                  mode: tenant.mode,
-                  customer_id: row.id,
-                  username: request.owner.username,
-                  email: request.owner.email,
-                  email_key: request.owner.email.toLowerCase(),
-                  role: 'admin',
-                  is_owner: true,
-                  first_name: request.owner.first_name ?? null,
-                  last_name: request.owner.last_name ?? null,
-                  required_actions: [],
-                  created_at: now,
-                  platform_state: 'pending',
-                  platform_state_at: this.#deps.clock.now(),
-                }),
-              )
-              .with('project', (qc) =>
-                projectInsert(qc, {
-                  uid: newId('project'),
-                  customer_uid: row.uid,
-                  platform_scope: tenant.scope,
-                  partner_id: tenant.partnerId,
-                  mode: tenant.mode,
-                  customer_id: row.id,
-                  name: projectName,
-                  state: 'provisioning',
-                  namespace,
-                  cidr: null,
-                  created_at: now,
-                  updated_at: now,
-                }),
-              );
-            await operationInsert(rows, operation).execute();
-            // Then the partner's row and the capacity lock, in one statement: counting the customer locks
-            // the partner's row (first, as every other path locks them), which keeps the partner's counts,
-            // names and pool exact under concurrent creates. Every create of the partner waits here for
-            // the one before to commit, so the statements from here on are few (decisions 211, 223).
-            const locked = await trx
-              .with('partner', (qc) => newCustomerCounted(qc, tenant.partnerId, tenant.mode))
-              .with('allocation', (qc) => allocationLock(qc, tenant.partnerId, tenant.mode))
-              .selectFrom('partner')
-              .selectAll('partner')
-              .select((eb) =>
-                eb
-                  .selectFrom('allocation')
-                  .select('allocation.allocated')
-                  .whereRef('allocation.partner_id', '=', 'partner.id')
-                  .as('allocated'),
-              )
-              .executeTakeFirst();
-            if (!locked?.allocated) throw notFound('The partner');
-            const { allocated, ...partner } = locked;
+            // The rows first, with no lock held: a clash of ids or namespaces is found by their unique keys.
+            await insertNewCustomer(trx, { customer: row, owner, project, operation });
+            // Then the partner's row, whose lock keeps the partner's counts, names and pool exact under
+            // concurrent creates. Every create of the partner waits here for the one before to commit, so
+            // the statements from here on are few (decisions 211, 223).
+            const { partner, allocated } = await lockPartnerAndPool(trx, tenant);
             const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
             if (partner.max_customers > 0 && current >= partner.max_customers) {
               throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
@@ -232,20 +217,15 @@ export class CustomerService {
               Object.assign(row, await updateCustomer(trx, row.uid, { plan_id: wanted.planId, quota: wanted.quota }));
             }
             // The plan's quota comes out of the partner's pool (CONTRACT §4, Customers), written with the
-            // checks of the operation slot and both platform names: one statement. The count includes this
-            // create's own operation, so it counts to one more than the limit.
+            // checks; a refusal rolls everything back.
             const allocation = takeNewCustomerQuota(allocated, wanted);
-            const max = partner.max_open_operations;
-            const taken = await trx
-              .with('allocation', (qc) => allocationSave(qc, tenant.partnerId, tenant.mode, allocation.allocated))
-              .selectNoFrom((eb) => [
-                openOperationCount(eb, tenant.partnerId, tenant.mode, max + 1).as('open_operations'),
-                jsonObjectFrom(projectByNamespace(eb, tenant.scope, organization)).as('project_named_like_organization'),
-                customerIdByOrganization(eb, tenant.scope, namespace).as('customer_named_like_namespace'),
-              ])
-              .executeTakeFirstOrThrow();
-            assertOperationSlotFree(Number(taken.open_operations ?? 1) - 1, max, this.retryAfterS);
-            assertNamesFree(request, organization, namespace, taken.project_named_like_organization, taken.customer_named_like_namespace);
+            const taken = await allocateAndCheck(trx, tenant, allocation.allocated, {
+              organization,
+              namespace,
+              max: partner.max_open_operations,
+            });
+            assertOperationSlotFree(taken.openOperations, partner.max_open_operations, this.retryAfterS);
+            assertNamesFree(request, organization, namespace, taken.projectNamedLikeOrganization, taken.customerNamedLikeNamespace);
             allocation.assertFits();
             return { customer: toCustomer(row), operation: toOperation(operation) };
           }),
@@ -498,6 +478,68 @@ export class CustomerService {
       throw new ApiError('ALREADY_EXISTS', `Customer ${request.id} already exists.`, { details: { field: 'id', value: request.id } });
     }
   }
+}
+
+/**
+ * A new customer's rows, in one statement (decision 223): the customer, its owner, its first project
+ * and its `customer.create` operation. Nobody sees the operation before the commit.
+ */
+async function insertNewCustomer(
+  trx: Db,
+  rows: { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow },
+): Promise<void> {
+  const writer = trx
+    .with('customer', (qc) => customerInsert(qc, rows.customer))
+    .with('owner', (qc) => userInsert(qc, rows.owner))
+    .with('project', (qc) => projectInsert(qc, rows.project));
+  await operationInsert(writer, rows.operation).execute();
+}
+
+/**
+ * Counts the new customer on the partner's row and takes the capacity lock, in one statement: the
+ * partner's row first (the main query), then the allocation (a subquery correlated to it), the order
+ * every other path locks them in. Answers the partner and what its customers of this mode hold.
+ */
+async function lockPartnerAndPool(trx: Db, tenant: Tenant): Promise<{ partner: PartnerRow; allocated: Resources }> {
+  const locked = await trx
+    .with('partner', (qc) => newCustomerCounted(qc, tenant.partnerId, tenant.mode))
+    .with('allocation', (qc) => allocationLock(qc, tenant.partnerId, tenant.mode))
+    .selectFrom('partner')
+    .selectAll('partner')
+    .select((eb) =>
+      eb.selectFrom('allocation').select('allocation.allocated').whereRef('allocation.partner_id', '=', 'partner.id').as('allocated'),
+    )
+    .executeTakeFirst();
+  if (!locked?.allocated) throw notFound('The partner');
+  const { allocated, ...partner } = locked;
+  return { partner, allocated };
+}
+
+/**
+ * Writes the partner's new allocation and asks the create's checks, in one statement run with the
+ * partner's lock held (a statement of its own: PostgreSQL takes a statement's snapshot when it starts,
+ * so beside the locking update these reads would miss the create that held the lock). The open
+ * operations counted include this create's own, so the count goes to one more than `max`.
+ */
+async function allocateAndCheck(
+  trx: Db,
+  tenant: Tenant,
+  allocated: Resources,
+  checks: { organization: string; namespace: string; max: number },
+) {
+  const taken = await trx
+    .with('allocation', (qc) => allocationSave(qc, tenant.partnerId, tenant.mode, allocated))
+    .selectNoFrom((eb) => [
+      openOperationCount(eb, tenant.partnerId, tenant.mode, checks.max + 1).as('open_operations'),
+      jsonObjectFrom(projectByNamespace(eb, tenant.scope, checks.organization)).as('project'),
+      customerIdByOrganization(eb, tenant.scope, checks.namespace).as('customer_id'),
+    ])
+    .executeTakeFirstOrThrow();
+  return {
+    openOperations: Number(taken.open_operations ?? 1) - 1,
+    projectNamedLikeOrganization: taken.project,
+    customerNamedLikeNamespace: taken.customer_id,
+  };
 }
 
 /**
