@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
+import { newEvent } from '../events/store.ts';
 import { systemClock } from '../infra/clock.ts';
 import { type FinalOutcome, OperationEngine, type OperationHandler } from './engine.ts';
+import { expediteCustomerOperations } from './store.ts';
 
 /**
  * The engine's leases, on a server whose own engine is stopped: these engines stand for processes
@@ -121,6 +124,65 @@ for (const target of testDatabases()) {
       gate.open({ state: 'failed', code: 'PROVISIONING_FAILED', message: 'late' });
       await pass;
       assert.equal((await lease(String(operation.id))).status, 'succeeded');
+    });
+
+    test('a look whose lease was taken back records nothing: not its outcome, its event, or what its finish wrote', async () => {
+      const { operation } = await createCustomer(server, acme.live, 'latecomer');
+      const id = String(operation.id);
+      let entered!: () => void;
+      const enteredP = new Promise<void>((resolve) => {
+        entered = resolve;
+      });
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      const late = engine();
+      late.register('customer.create', {
+        advance: async () => {
+          entered();
+          await gate;
+          return { state: 'failed', code: 'PROVISIONING_FAILED', message: 'late' };
+        },
+        lock: async () => undefined,
+        finish: async (trx, op, outcome, ctx) => {
+          await trx.updateTable('customers').set({ display_name: 'written by a lost look' }).where('uid', '=', op.customer_uid).execute();
+          const event = newEvent({
+            partnerId: op.partner_id,
+            mode: op.mode,
+            type: 'customer.failed',
+            at: ctx.now,
+            data: { customer_id: op.customer_id, operation_id: op.id, project: null, state: 'failed', error: null },
+          });
+          return { outcome, event };
+        },
+      });
+      const pass = late.runDue();
+      await enteredP;
+      // A deletion takes the lease back while the look runs (its operations are looked at again at once).
+      const customer = await server.database.db
+        .selectFrom('customers')
+        .select('uid')
+        .where('id', '=', 'latecomer')
+        .executeTakeFirstOrThrow();
+      await expediteCustomerOperations(server.database.db, customer.uid, server.clock.now());
+      open();
+      assert.equal(await pass, 1);
+
+      assert.equal((await lease(id)).status, 'pending', 'the outcome is not recorded');
+      const events = await server.database.db
+        .selectFrom('events')
+        .select('type')
+        .where('partner_id', '=', 'acme')
+        .where(sql<boolean>`data->>'operation_id' = ${id}`)
+        .execute();
+      assert.deepEqual(events, [], 'nor its event');
+      const row = await server.database.db
+        .selectFrom('customers')
+        .select('display_name')
+        .where('uid', '=', customer.uid)
+        .executeTakeFirstOrThrow();
+      assert.equal(row.display_name, null, 'nor what its finish wrote');
     });
   });
 }

@@ -12,7 +12,6 @@ import {
   type DueOperation,
   finishOperation,
   hasLeasedDueOperations,
-  lockLeasedOperation,
   type OperationRow,
   releaseAllLeases,
   renewLeases,
@@ -51,9 +50,9 @@ export type FinalOutcome = { state: 'done' } | { state: 'failed'; code: FailureC
  * One kind of operation, as its module implements it. The engine calls `advance` with no
  * transaction open (it may call the platform, which may take seconds); then, for a finished outcome,
  * it opens one short transaction, lets `lock` take the module's locks (in the order partner,
- * customer, operation, project), locks the operation itself (only while its lease is still this
- * process's) and lets `finish` apply the outcome to the resources; the outcome and its event are then
- * written in one statement.
+ * customer, project) and `finish` apply the outcome to the resources; the outcome and its event are
+ * then written in one statement, only while the operation's lease is still this process's (otherwise
+ * the transaction rolls back).
  */
 export interface OperationHandler<Locked = unknown> {
   advance(op: OperationRow, ctx: PlatformContext): Promise<StepOutcome>;
@@ -262,15 +261,21 @@ export class OperationEngine {
 
   async #finish(op: DueOperation, handler: OperationHandler, outcome: FinalOutcome, ctx: PlatformContext): Promise<void> {
     const { db, logger } = this.#deps;
-    const recorded = await db.transaction().execute(async (trx) => {
-      const locked = await handler.lock(trx, op);
-      const leased = await lockLeasedOperation(trx, op.id, this.#owner);
-      // Another process took it over (our lease ran out): its look decides.
-      if (!leased) return undefined;
-      const { outcome: final, event } = await handler.finish(trx, leased, outcome, ctx, locked);
-      await finishOperation(trx, leased, final, ctx.now, event);
-      return final;
-    });
+    const recorded = await db
+      .transaction()
+      .execute(async (trx) => {
+        const locked = await handler.lock(trx, op);
+        const { outcome: final, event } = await handler.finish(trx, op, outcome, ctx, locked);
+        // Written only while this process still holds the lease (decision 223): if another process took
+        // the operation over (ours ran out) or a deletion took the lease back, that look decides, and
+        // everything this transaction wrote goes back with the error.
+        if (!(await finishOperation(trx, op, this.#owner, final, ctx.now, event))) throw new LeaseLost();
+        return final;
+      })
+      .catch((error: unknown) => {
+        if (error instanceof LeaseLost) return undefined;
+        throw error;
+      });
     if (!recorded) return;
     handler.committed?.(op, recorded);
     logger.info(
@@ -286,6 +291,9 @@ export class OperationEngine {
     );
   }
 }
+
+/** The operation's lease was no longer this process's when its outcome was to be written. */
+class LeaseLost extends Error {}
 
 const isFirstOrMilestone = (op: { failed_looks: number }) => LOG_AT.has(op.failed_looks + 1) || (op.failed_looks + 1) % 500 === 0;
 

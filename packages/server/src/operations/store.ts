@@ -243,11 +243,6 @@ export async function releaseAllLeases(db: Db): Promise<number> {
   return Number(result.numUpdatedRows);
 }
 
-/** Locks an operation for its outcome, only while this process still holds its lease. */
-export async function lockLeasedOperation(trx: Db, id: string, owner: string): Promise<OperationRow | undefined> {
-  return trx.selectFrom('operations').selectAll().where('id', '=', id).where('lease_owner', '=', owner).forUpdate().executeTakeFirst();
-}
-
 /** An unfinished look: the next one is due at `dueAt`; the lease is given back. False when the lease was lost. */
 export async function scheduleNextLook(
   db: Db,
@@ -276,18 +271,21 @@ export async function scheduleNextLook(
 /** Records the outcome of a locked operation: succeeded, or failed with its code. */
 /**
  * Records an operation's outcome (its lease given back), and the event announcing it when there is
- * one, in one statement of the finishing transaction (decision 223).
+ * one, in one statement of the finishing transaction (decision 223), only while `owner` holds the
+ * operation's lease. Answers whether it did (if not, the caller rolls its transaction back: the event
+ * was written by the same statement).
  */
 export async function finishOperation(
   trx: Db,
   op: OperationRow,
+  owner: string,
   outcome: { state: 'done' } | { state: 'failed'; code: FailureCode; message: string },
   now: Date,
   event?: NewEvent,
-): Promise<void> {
+): Promise<boolean> {
   const failed = outcome.state === 'failed' ? outcome : undefined;
   const writer = event ? trx.with('event', (qc) => eventInsert(qc, event)) : trx;
-  await writer
+  const result = await writer
     .updateTable('operations')
     .set({
       status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
@@ -300,7 +298,9 @@ export async function finishOperation(
       last_problem: null,
     })
     .where('id', '=', op.id)
-    .execute();
+    .where('lease_owner', '=', owner)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** Open operations whose looks keep failing (the platform does not answer, or a step throws): the operator's view. */
