@@ -79,6 +79,17 @@ for (const target of testDatabases()) {
 
       const whoami = await partnerApi<{ data: { customer_count: number } }>(server, 'GET', '/auth/whoami', { token: acme.live });
       assert.equal(whoami.body.data.customer_count, 1);
+
+      // Settled with the customer, in its commit: the owner made on the platform, the plan's quota applied
+      // (nothing left for the sweeps that take back half-made users and apply quotas again).
+      const books = await server.database.db
+        .selectFrom('customers')
+        .innerJoin('users', (join) => join.onRef('users.customer_uid', '=', 'customers.uid').on('users.is_owner', '=', true))
+        .select(['customers.quota_revision', 'customers.quota_applied_revision', 'users.platform_state'])
+        .where('customers.id', '=', 'globex')
+        .where('customers.partner_id', '=', 'acme')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(books, { quota_revision: 1, quota_applied_revision: 1, platform_state: 'ready' });
     });
 
     test('bad input answers 400 VALIDATION_ERROR naming each field, and writes nothing', async () => {

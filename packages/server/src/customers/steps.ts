@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
@@ -17,7 +18,6 @@ import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import {
   type CustomerRow,
-  customerStatusUpdate,
   findCustomerByUid,
   graceEnded,
   lockCustomerByUid,
@@ -25,6 +25,7 @@ import {
   markQuotaRetry,
   quotaNotApplied,
   removeCustomer,
+  settleProvisioningCustomer,
 } from './store.ts';
 
 export interface CustomerStepDeps {
@@ -81,24 +82,32 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
         },
       );
     },
-    lock: async (trx, op) => ({ customer: await lockCustomerByUid(trx, op.customer_uid) }),
-    async finish(trx, op, outcome, ctx, { customer }) {
+    // The customer's lock is the settling update's (below), or, when it is no longer provisioning, taken then.
+    lock: async () => ({ customer: undefined }),
+    async finish(trx, op, outcome, ctx) {
       let final: FinalOutcome = outcome;
-      // The customer was deleted while this look ran: its creation ends with that.
-      if (final.state === 'done' && !customer) final = fail('CUSTOMER_DELETED');
-      if (final.state === 'done' && customer?.status !== 'provisioning') final = fail('CUSTOMER_DELETING');
-      const ok = final.state === 'done';
-      let state: EventData<'customer.ready'>['state'] = customer?.status ?? 'deleted';
-      if (customer?.status === 'provisioning') {
-        // The customer settled and, if it is ready, its owner with it: one statement.
-        const writer = ok ? trx.with('owner', (qc) => ownerReadyUpdate(qc, customer.uid, ctx.now)) : trx;
-        const settled = await customerStatusUpdate(writer, customer, ok ? 'active' : 'failed', {
-          updated_at: ctx.now,
-          ...(ok ? { quota_applied_revision: customer.quota_revision } : {}),
-        }).executeTakeFirstOrThrow();
-        state = settled.status;
+      // The customer settles with its creation, and a ready one's owner with it: one statement, which
+      // finds the customer only while it is still provisioning.
+      const to = final.state === 'done' ? 'active' : 'failed';
+      let writer = trx.with('settled', (qc) => settleProvisioningCustomer(qc, op.customer_uid, to, ctx.now));
+      if (to === 'active') {
+        writer = writer.with('owner', (qc) =>
+          ownerReadyUpdate(qc, op.customer_uid, ctx.now).where(sql<boolean>`exists (select 1 from settled)`),
+        );
       }
-      const project = customer ? await settleFirstProject(trx, customer.uid, op.project ?? 'default', ok, ctx.now) : null;
+      const settled = await writer.selectFrom('settled').select(['uid', 'status']).executeTakeFirst();
+      let state: EventData<'customer.ready'>['state'];
+      let customerUid: string | undefined = settled?.uid;
+      if (settled) state = settled.status;
+      else {
+        // Deleted, or being deleted, while this look ran: its creation ends with that.
+        const customer = await lockCustomerByUid(trx, op.customer_uid);
+        if (final.state === 'done') final = fail(customer ? 'CUSTOMER_DELETING' : 'CUSTOMER_DELETED');
+        state = customer?.status ?? 'deleted';
+        customerUid = customer?.uid;
+      }
+      const ok = final.state === 'done';
+      const project = customerUid ? await settleFirstProject(trx, customerUid, op.project ?? 'default', ok, ctx.now) : null;
       const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,

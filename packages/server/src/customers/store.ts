@@ -105,15 +105,29 @@ export async function setCustomerStatus(
   to: CustomerStatus,
   changes: CustomerChanges = {},
 ): Promise<CustomerRow> {
-  return customerStatusUpdate(trx, row, to, changes).executeTakeFirstOrThrow();
-}
-
-/** `setCustomerStatus` as a builder, to run as a part of a statement that writes more (decision 223). */
-export function customerStatusUpdate(qc: QueryCreator<Database>, row: CustomerRow, to: CustomerStatus, changes: CustomerChanges = {}) {
-  return qc
+  return trx
     .updateTable('customers')
     .set({ ...changes, status: CUSTOMER_STATUS.move(row.status, to) })
     .where('uid', '=', row.uid)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * A customer's creation settles it: `active` (its quota now applied) or `failed`, only from
+ * `provisioning`. A builder whose update takes the customer's lock and finds the row only while it is
+ * still provisioning (decision 223).
+ */
+export function settleProvisioningCustomer(qc: QueryCreator<Database>, uid: string, to: 'active' | 'failed', now: Date) {
+  return qc
+    .updateTable('customers')
+    .set({
+      status: CUSTOMER_STATUS.move('provisioning', to),
+      updated_at: now,
+      ...(to === 'active' ? { quota_applied_revision: sql<number>`quota_revision` } : {}),
+    })
+    .where('uid', '=', uid)
+    .where('status', '=', 'provisioning')
     .returningAll();
 }
 
