@@ -57,11 +57,11 @@ export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<
 /**
  * `recordEvent` as a builder, for a transaction's statement that writes a change and its event together
  * (an operation's outcome and the event announcing it: decision 223). The listeners hear of it once
- * the transaction commits, as of `recordEvent`'s.
+ * the transaction commits, as they do of `recordEvent`'s.
  */
-export function eventInsert<T extends EventType>(trx: QueryCreator<Database>, event: NewEvent<T>) {
+export function eventInsert<T extends EventType>(qc: QueryCreator<Database>, event: NewEvent<T>) {
   afterCommit(announceRecorded);
-  return trx.insertInto('events').values(eventRow(event));
+  return qc.insertInto('events').values(eventRow(event));
 }
 
 function eventRow<T extends EventType>(event: NewEvent<T>) {
