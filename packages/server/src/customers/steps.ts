@@ -55,7 +55,7 @@ export const quotaSpec = (customer: CustomerRow) => ({
 export function registerCustomerSteps(engine: OperationEngine, deps: CustomerStepDeps): void {
   const { db, platform, users, partnerCache } = deps;
 
-  engine.register<Locked>('customer.create', {
+  engine.register('customer.create', {
     // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
     async advance(op, ctx) {
       // The customer with its owner and first project as the platform needs them: one read.
@@ -83,7 +83,7 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
       );
     },
     // The customer's lock is the settling update's (below), or, when it is no longer provisioning, taken then.
-    lock: async () => ({ customer: undefined }),
+    lock: async () => undefined,
     async finish(trx, op, outcome, ctx) {
       let final: FinalOutcome = outcome;
       // The customer settles with its creation, and a ready one's owner with it: one statement, which

@@ -17,8 +17,12 @@ interface Gate {
   open(outcome: FinalOutcome): void;
 }
 
-/** A `customer.create` handler whose look waits until the test opens the gate. */
-function gatedHandler(): { handler: OperationHandler; gate: Gate; looks: () => number } {
+/** A `customer.create` handler whose look waits until the test opens the gate (and whose finish is `finish`). */
+function gatedHandler(finish: OperationHandler['finish'] = async (_trx, _op, outcome) => ({ outcome })): {
+  handler: OperationHandler;
+  gate: Gate;
+  looks: () => number;
+} {
   let looks = 0;
   let entered!: () => void;
   let open!: (outcome: FinalOutcome) => void;
@@ -36,7 +40,7 @@ function gatedHandler(): { handler: OperationHandler; gate: Gate; looks: () => n
         return outcomeP;
       },
       lock: async () => undefined,
-      finish: async (_trx, _op, outcome) => ({ outcome }),
+      finish,
     },
     gate: { entered: enteredP, open },
     looks: () => looks,
@@ -129,36 +133,21 @@ for (const target of testDatabases()) {
     test('a look whose lease was taken back records nothing: not its outcome, its event, or what its finish wrote', async () => {
       const { operation } = await createCustomer(server, acme.live, 'latecomer');
       const id = String(operation.id);
-      let entered!: () => void;
-      const enteredP = new Promise<void>((resolve) => {
-        entered = resolve;
-      });
-      let open!: () => void;
-      const gate = new Promise<void>((resolve) => {
-        open = resolve;
+      const { handler, gate } = gatedHandler(async (trx, op, outcome, ctx) => {
+        await trx.updateTable('customers').set({ display_name: 'written by a lost look' }).where('uid', '=', op.customer_uid).execute();
+        const event = newEvent({
+          partnerId: op.partner_id,
+          mode: op.mode,
+          type: 'customer.failed',
+          at: ctx.now,
+          data: { customer_id: op.customer_id, operation_id: op.id, project: null, state: 'failed', error: null },
+        });
+        return { outcome, event };
       });
       const late = engine();
-      late.register('customer.create', {
-        advance: async () => {
-          entered();
-          await gate;
-          return { state: 'failed', code: 'PROVISIONING_FAILED', message: 'late' };
-        },
-        lock: async () => undefined,
-        finish: async (trx, op, outcome, ctx) => {
-          await trx.updateTable('customers').set({ display_name: 'written by a lost look' }).where('uid', '=', op.customer_uid).execute();
-          const event = newEvent({
-            partnerId: op.partner_id,
-            mode: op.mode,
-            type: 'customer.failed',
-            at: ctx.now,
-            data: { customer_id: op.customer_id, operation_id: op.id, project: null, state: 'failed', error: null },
-          });
-          return { outcome, event };
-        },
-      });
+      late.register('customer.create', handler);
       const pass = late.runDue();
-      await enteredP;
+      await gate.entered;
       // A deletion takes the lease back while the look runs (its operations are looked at again at once).
       const customer = await server.database.db
         .selectFrom('customers')
@@ -166,7 +155,7 @@ for (const target of testDatabases()) {
         .where('id', '=', 'latecomer')
         .executeTakeFirstOrThrow();
       await expediteCustomerOperations(server.database.db, customer.uid, server.clock.now());
-      open();
+      gate.open({ state: 'failed', code: 'PROVISIONING_FAILED', message: 'late' });
       assert.equal(await pass, 1);
 
       assert.equal((await lease(id)).status, 'pending', 'the outcome is not recorded');
