@@ -5,6 +5,7 @@ import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { initialDeliveryState } from '../webhooks/store.ts';
 import { EVENT_DATA, type EventData, type EventName } from './payloads.ts';
+import type { DeliveryState } from './tables.ts';
 
 /** The events a state change records: every kind in `payloads.ts` but `ping` (sent only by `POST /webhook/test`). */
 export type EventType = Exclude<EventName, 'ping'>;
@@ -41,6 +42,15 @@ function announceRecorded(): void {
 }
 
 /**
+ * Wakes the listeners once the caller's transaction commits, when the event it recorded waits for a
+ * delivery. An event no receiver wants is recorded `skipped`, and nothing need wake for it (a partner
+ * without a webhook does not wake the dispatcher once a change).
+ */
+export function announceRecordedEvent(deliveryState: DeliveryState | null | undefined): void {
+  if (deliveryState === 'pending') afterCommit(announceRecorded);
+}
+
+/**
  * Records an event in the caller's transaction, the one that made the change
  * it reports (the outbox): the change and its event commit together or not at
  * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
@@ -48,20 +58,20 @@ function announceRecorded(): void {
  */
 export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
   const row = eventRow(event);
-  await trx.insertInto('events').values(row).execute();
+  const { delivery_state } = await trx.insertInto('events').values(row).returning('delivery_state').executeTakeFirstOrThrow();
   // After the insert: outside a transaction, the row is already there when the listeners hear of it.
-  afterCommit(announceRecorded);
+  announceRecordedEvent(delivery_state);
   return row.id;
 }
 
 /**
  * `recordEvent` as a builder, for a transaction's statement that writes a change and its event together
- * (an operation's outcome and the event announcing it: decision 223). The listeners hear of it once
- * the transaction commits, as they do of `recordEvent`'s.
+ * (an operation's outcome and the event announcing it: decision 223). It returns the event's
+ * `delivery_state`: the caller hands it to `announceRecordedEvent` once the statement has run, so the
+ * listeners hear of it as they do of `recordEvent`'s.
  */
 export function eventInsert<T extends EventType>(qc: QueryCreator<Database>, event: NewEvent<T>) {
-  afterCommit(announceRecorded);
-  return qc.insertInto('events').values(eventRow(event));
+  return qc.insertInto('events').values(eventRow(event)).returning('delivery_state');
 }
 
 function eventRow<T extends EventType>(event: NewEvent<T>) {

@@ -1,6 +1,6 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
-import { eventInsert, type NewEvent } from '../events/store.ts';
+import { announceRecordedEvent, eventInsert, type NewEvent } from '../events/store.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -268,7 +268,6 @@ export async function scheduleNextLook(
   return result.numUpdatedRows > 0n;
 }
 
-/** Records the outcome of a locked operation: succeeded, or failed with its code. */
 /**
  * Records an operation's outcome (its lease given back), and the event announcing it when there is
  * one, in one statement of the finishing transaction (decision 223), only while `owner` holds the
@@ -284,23 +283,31 @@ export async function finishOperation(
   event?: NewEvent,
 ): Promise<boolean> {
   const failed = outcome.state === 'failed' ? outcome : undefined;
-  const writer = event ? trx.with('event', (qc) => eventInsert(qc, event)) : trx;
-  const result = await writer
+  const set = {
+    status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
+    updated_at: now,
+    finished_at: now,
+    error_code: failed?.code ?? null,
+    error_message: failed?.message ?? null,
+    lease_owner: null,
+    lease_until: null,
+    last_problem: null,
+  };
+  if (!event) {
+    const result = await trx.updateTable('operations').set(set).where('id', '=', op.id).where('lease_owner', '=', owner).executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  }
+  const finished = await trx
+    .with('event', (qc) => eventInsert(qc, event))
     .updateTable('operations')
-    .set({
-      status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
-      updated_at: now,
-      finished_at: now,
-      error_code: failed?.code ?? null,
-      error_message: failed?.message ?? null,
-      lease_owner: null,
-      lease_until: null,
-      last_problem: null,
-    })
+    .set(set)
     .where('id', '=', op.id)
     .where('lease_owner', '=', owner)
+    .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'))
     .executeTakeFirst();
-  return result.numUpdatedRows > 0n;
+  if (!finished) return false;
+  announceRecordedEvent(finished.delivery_state);
+  return true;
 }
 
 /** Open operations whose looks keep failing (the platform does not answer, or a step throws): the operator's view. */

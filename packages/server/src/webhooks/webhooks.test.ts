@@ -13,7 +13,7 @@ import {
 } from '../../test/provisioning.ts';
 import { TEST_CA_FILE, verifyDelivery, WebhookReceiver } from '../../test/webhook-receiver.ts';
 import { fallbackOf } from '../config/settings.ts';
-import { EVENT_TYPES } from '../events/store.ts';
+import { EVENT_TYPES, onEventsRecorded } from '../events/store.ts';
 import type { Resolver } from './destination.ts';
 
 /** Host names the test resolver answers; anything else does not resolve. */
@@ -449,6 +449,30 @@ for (const target of testDatabases()) {
           'customer events are filtered and delivery is disabled',
         );
         assert.ok((await api<{ data: EventBody[] }>(lab.live, 'GET', '/events?type=customer.resumed')).body.data.length > 0);
+      });
+
+      test('only events that wait for a delivery wake the dispatcher: a partner without a receiver never does', async () => {
+        let wakes = 0;
+        const stop = onEventsRecorded(() => {
+          wakes += 1;
+        });
+        try {
+          const quiet = await partnerWithModes(server, 'quiet');
+          await activeCustomer(server, quiet.live, 'hush'); // customer.ready, recorded by the operation's finish
+          assert.equal((await api(quiet.live, 'POST', '/customers/hush/suspend', {})).status, 200); // recorded by the request
+          const recorded = await api<{ data: EventBody[] }>(quiet.live, 'GET', '/events');
+          assert.deepEqual(recorded.body.data.map((e) => e.event).sort(), ['customer.ready', 'customer.suspended']);
+          assert.equal(wakes, 0, 'events no receiver wants are recorded skipped and wake nothing');
+
+          await secretOf(lab.live, receiver.url('/woken'));
+          await activeCustomer(server, lab.live, 'woken');
+          assert.equal(wakes, 1, "customer.ready's delivery wakes the dispatcher when its operation's finish commits");
+          assert.equal((await api(lab.live, 'POST', '/customers/woken/suspend', {})).status, 200);
+          assert.equal(wakes, 2, 'and so does a request that records an event to deliver');
+          await received((d) => d.path === '/woken' && d.body.event === 'customer.suspended');
+        } finally {
+          stop();
+        }
       });
 
       test('a retry schedule of 1, 2, 8 and 60 seconds: 5 attempts with one delivery id, timestamp and signature, then dropped', async () => {
