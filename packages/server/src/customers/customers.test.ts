@@ -74,7 +74,7 @@ for (const target of testDatabases()) {
       assert.equal(data.operation_id, operation.id);
       assert.equal(data.state, 'active');
       assert.equal(data.error, null);
-      assert.equal((data.project as { name: string }).name, 'web');
+      assert.deepEqual(data.project, read.body.data.projects[0], 'the event carries the first project as it settled, ready');
       assert.match(String(events[0]?.id), /^dlv_/);
 
       const whoami = await partnerApi<{ data: { customer_count: number } }>(server, 'GET', '/auth/whoami', { token: acme.live });
@@ -439,8 +439,12 @@ for (const target of testDatabases()) {
       assert.equal(failed.error?.code, 'CUSTOMER_DELETING');
       server.clock.advance(60_000);
       await waitGone(server, p.live, '/customers/doomed');
-      const types = (await eventsOf(server, 'slowpoke')).filter((e) => e.data.customer_id === 'doomed').map((e) => e.type);
-      assert.deepEqual(types, ['customer.failed', 'customer.deleted']);
+      const events = (await eventsOf(server, 'slowpoke')).filter((e) => e.data.customer_id === 'doomed');
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['customer.failed', 'customer.deleted'],
+      );
+      assert.equal((events[0]?.data.project as { state: string } | null)?.state, 'failed', 'its first project failed with it');
     });
   });
 }

@@ -10,8 +10,9 @@ import type { OperationRow } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
-import { advanceProject, settleFirstProject } from '../projects/steps.ts';
-import { projectForPlatform } from '../projects/store.ts';
+import type { Project } from '../projects/schemas.ts';
+import { advanceProject, joinedProjectView, settleFirstProject } from '../projects/steps.ts';
+import { PROJECT_VIEW_COLUMNS, projectForPlatform, settleProvisioningProject } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { UserService } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
@@ -86,28 +87,41 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
     lock: async () => undefined,
     async finish(trx, op, outcome, ctx) {
       let final: FinalOutcome = outcome;
-      // The customer settles with its creation, and a ready one's owner with it: one statement, which
-      // finds the customer only while it is still provisioning.
+      // The customer settles with its creation, its first project and a ready one's owner with it: one
+      // statement, which finds the customer only while it is still provisioning.
       const to = final.state === 'done' ? 'active' : 'failed';
-      let writer = trx.with('settled', (qc) => settleProvisioningCustomer(qc, op.customer_uid, to, ctx.now));
+      const projectName = op.project ?? 'default';
+      let writer = trx
+        .with('settled', (qc) => settleProvisioningCustomer(qc, op.customer_uid, to, ctx.now))
+        .with('project', (qc) =>
+          settleProvisioningProject(qc, op.customer_uid, projectName, to === 'active' ? 'ready' : 'failed', ctx.now).where(
+            sql<boolean>`exists (select 1 from settled)`,
+          ),
+        );
       if (to === 'active') {
         writer = writer.with('owner', (qc) =>
           ownerReadyUpdate(qc, op.customer_uid, ctx.now).where(sql<boolean>`exists (select 1 from settled)`),
         );
       }
-      const settled = await writer.selectFrom('settled').select(['uid', 'status']).executeTakeFirst();
+      const settled = await writer
+        .selectFrom('settled')
+        .leftJoin('project', (join) => join.onTrue())
+        .select(['settled.uid', 'settled.status'])
+        .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const))
+        .executeTakeFirst();
       let state: EventData<'customer.ready'>['state'];
-      let customerUid: string | undefined = settled?.uid;
-      if (settled) state = settled.status;
-      else {
+      let project: Project | null = null;
+      if (settled) {
+        state = settled.status;
+        project = joinedProjectView(settled) ?? (await settleFirstProject(trx, settled.uid, projectName, final.state === 'done', ctx.now));
+      } else {
         // Deleted, or being deleted, while this look ran: its creation ends with that.
         const customer = await lockCustomerByUid(trx, op.customer_uid);
         if (final.state === 'done') final = fail(customer ? 'CUSTOMER_DELETING' : 'CUSTOMER_DELETED');
         state = customer?.status ?? 'deleted';
-        customerUid = customer?.uid;
+        if (customer) project = await settleFirstProject(trx, customer.uid, projectName, false, ctx.now);
       }
       const ok = final.state === 'done';
-      const project = customerUid ? await settleFirstProject(trx, customerUid, op.project ?? 'default', ok, ctx.now) : null;
       const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,

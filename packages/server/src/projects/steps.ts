@@ -8,6 +8,7 @@ import { type Project, toProject } from './schemas.ts';
 import {
   findProject,
   lockProject,
+  type PROJECT_VIEW_COLUMNS,
   type ProjectForPlatform,
   type ProjectRow,
   recordAddressRange,
@@ -47,14 +48,23 @@ export async function advanceProject(
 }
 
 /**
- * The customer's first project, settled with the customer's creation (in the operation's commit): one
- * statement when it is still provisioning, as it nearly always is; its view for the event, or null.
+ * The customer's first project, settled with the customer's creation (in the operation's commit) when
+ * the settling statement did not (the customer was no longer provisioning, or the project was not):
+ * its view for the event, or null.
  */
 export async function settleFirstProject(trx: Db, customerUid: string, name: string, ok: boolean, now: Date): Promise<Project | null> {
-  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now);
+  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now).executeTakeFirst();
   if (settled) return toProject(settled);
   const project = await lockProject(trx, customerUid, name);
   return project ? toProject(project) : null;
+}
+
+/**
+ * The view of a project left-joined to a statement's row (the customer's settling statement, decision
+ * 224): null when the join found none, its columns all null then.
+ */
+export function joinedProjectView(row: { [K in (typeof PROJECT_VIEW_COLUMNS)[number]]: ProjectRow[K] | null }): Project | null {
+  return row.name === null ? null : toProject(row as Pick<ProjectRow, (typeof PROJECT_VIEW_COLUMNS)[number]>);
 }
 
 /** A provisioning project turns ready or failed with its operation (in the operation's commit); its view for the event. */

@@ -44,25 +44,28 @@ export async function findProject(db: Db, customerUid: string, name: string): Pr
   return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).where('name', '=', name).executeTakeFirst();
 }
 
+/** The columns of a project's API view (`toProject`). */
+export const PROJECT_VIEW_COLUMNS = ['name', 'state', 'namespace', 'cidr', 'created_at', 'updated_at'] as const;
+
 /**
- * The project, if it is still provisioning, turned `to` (its lock taken by the update), in one
- * statement; undefined when it is not provisioning or gone.
+ * The project, if it is still provisioning, turned `to` (its lock taken by the update), returning its
+ * view's columns; nothing when it is not provisioning or gone. A builder: the customer's creation
+ * settles its first project in the statement that settles the customer (decision 224).
  */
-export async function settleProvisioningProject(
-  trx: Db,
+export function settleProvisioningProject(
+  qc: QueryCreator<Database>,
   customerUid: string,
   name: string,
   to: 'ready' | 'failed',
   now: Date,
-): Promise<ProjectRow | undefined> {
-  return trx
+) {
+  return qc
     .updateTable('projects')
     .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: now })
     .where('customer_uid', '=', customerUid)
     .where('name', '=', name)
     .where('state', '=', 'provisioning')
-    .returningAll()
-    .executeTakeFirst();
+    .returning(PROJECT_VIEW_COLUMNS);
 }
 
 export async function lockProject(trx: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {

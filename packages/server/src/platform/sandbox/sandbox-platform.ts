@@ -146,18 +146,29 @@ export class SandboxPlatform implements Platform {
   async reserveAddressRange(ctx: PlatformContext, project: ProjectRef): Promise<AddressRange> {
     await this.#latency(ctx);
     const { partnerId, mode } = ctx;
-    // The common case in one statement: the range above the highest taken, for a namespace with none.
-    // Any clash (the namespace has its range, another allocator took that index) or a full top takes
-    // the locked path below, which also finds ranges released under the top.
-    const next = await sql<{ cidr: string }>`
-      insert into sandbox_address_ranges (partner_id, mode, idx, cidr, namespace)
-      select ${partnerId}, ${mode}, top.idx, ${rangeCidr(sql.ref('top.idx'))}, ${project.namespace}
-      from (select coalesce(max(idx) + 1, 0) as idx from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode}) as top
-      where top.idx < ${this.#ranges}
-      on conflict do nothing
-      returning cidr`.execute(this.#db);
-    const made = next.rows[0]?.cidr;
-    if (made) return { state: 'done', cidr: made };
+    // The common case in one statement, without a lock: the namespace's range when it has one, else the
+    // range above the highest taken. Allocators running together pick the same top and all but one
+    // clash; each clash is a range handed out (the insert waits for the one that took it), so asking
+    // again moves up. A full top (or clashes beyond FAST_ATTEMPTS) takes the locked path below, which
+    // also finds ranges released under the top.
+    for (let attempt = 0; attempt < FAST_ATTEMPTS; attempt++) {
+      const next = await sql<{ cidr: string | null; top: number }>`
+        with mine as (
+          select cidr from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode} and namespace = ${project.namespace}
+        ), top as (
+          select coalesce(max(idx) + 1, 0) as idx from sandbox_address_ranges where partner_id = ${partnerId} and mode = ${mode}
+        ), made as (
+          insert into sandbox_address_ranges (partner_id, mode, idx, cidr, namespace)
+          select ${partnerId}, ${mode}, top.idx, ${rangeCidr(sql.ref('top.idx'))}, ${project.namespace}
+          from top where top.idx < ${this.#ranges} and not exists (select 1 from mine)
+          on conflict do nothing
+          returning cidr
+        )
+        select coalesce((select cidr from mine), (select cidr from made)) as cidr, (select idx from top) as top`.execute(this.#db);
+      const row = next.rows[0];
+      if (row?.cidr) return { state: 'done', cidr: row.cidr };
+      if (row && Number(row.top) >= this.#ranges) break;
+    }
     // The one-statement path takes no lock: a range it took after the locked path's read is a clash,
     // and the locked path reads again (each clash is a range handed out, so this ends).
     let cidr: string | undefined | typeof CLASH = CLASH;
@@ -622,3 +633,9 @@ function rangeCidr(idx: Expression<unknown>): RawBuilder<string> {
 
 /** The locked allocator lost a race with the one-statement path (it reads again). */
 const CLASH = Symbol('clash');
+
+/**
+ * How often the lock-free path asks again after a clash before taking the lock: each clash is another
+ * allocator's range, so a handful covers the engine's workers allocating together.
+ */
+const FAST_ATTEMPTS = 8;
