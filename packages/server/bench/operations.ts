@@ -59,7 +59,11 @@ export async function benchPartner(server: Awaited<ReturnType<typeof spawnServe>
 }
 
 export async function benchOperations(label: string, env: Record<string, string>): Promise<string[]> {
-  const server = await spawnServe(benchServeEnv(env), { keepOutput: false });
+  const workerEnv: Record<string, string> = process.env.BENCH_ENGINE_CONCURRENCY
+    ? { TENANTRY_ENGINE_CONCURRENCY: process.env.BENCH_ENGINE_CONCURRENCY }
+    : {};
+  const lines: string[] = [];
+  const server = await spawnServe(benchServeEnv(env, workerEnv), { keepOutput: false });
   try {
     const { api } = await benchPartner(server, 'bench');
     const pid = server.child.pid ?? 0;
@@ -67,8 +71,62 @@ export async function benchOperations(label: string, env: Record<string, string>
     const line = await burstCreates(label, api, CREATIONS);
     // What a customer costs the server, from its create to its operation's end (the bench's polls included).
     const cpuPerCustomer = Math.round((cpuTimeUs(pid) - cpuBefore) / CREATIONS);
-    return [`${line}; server CPU ${cpuPerCustomer} µs a customer`];
+    lines.push(`${line}; server CPU ${cpuPerCustomer} µs a customer`);
   } finally {
     await server.stop();
+  }
+  lines.push(await drainBacklog(label, env, workerEnv));
+  return lines;
+}
+
+/**
+ * (e2) The engine alone: `CREATIONS` creations accepted by a process that runs no operations
+ * (TENANTRY_ENGINE_CONCURRENCY=0), then a process that runs them starts on the same database, and
+ * the time from its readiness until the last one succeeded gives the rate (the engine starts a few
+ * milliseconds before the process listens, so the rate is slightly generous; the start-up is printed).
+ */
+async function drainBacklog(label: string, env: Record<string, string>, workerEnv: Record<string, string>): Promise<string> {
+  const apiOnly = await spawnServe(benchServeEnv(env, { TENANTRY_ENGINE_CONCURRENCY: '0' }), { keepOutput: false });
+  let key: string;
+  try {
+    const partner = await benchPartner(apiOnly, 'backlog');
+    key = partner.key;
+    const answers = await Promise.all(
+      Array.from({ length: CREATIONS }, (_, i) =>
+        partner
+          .api('POST', '/customers', { id: `backlog-${i}`, owner: { username: 'owner', email: `owner@backlog-${i}.example` } })
+          .then(async (r) => {
+            await r.arrayBuffer();
+            return r.status;
+          }),
+      ),
+    );
+    const refused = answers.filter((status) => status !== 202).length;
+    if (refused > 0) throw new Error(`${refused} of the backlog's creates were not accepted`);
+  } finally {
+    await apiOnly.stop();
+  }
+  const spawned = performance.now();
+  const worker = await spawnServe(benchServeEnv(env, workerEnv), { keepOutput: false });
+  try {
+    const ready = performance.now();
+    const cpuBefore = cpuTimeUs(worker.child.pid ?? 0);
+    const token = await partnerToken(worker, key);
+    for (;;) {
+      const open = await fetch(`${worker.partnerUrl}/api/public/v1/customers?status=provisioning&limit=1`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      if (((await open.json()) as { data: unknown[] }).data.length === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const doneMs = performance.now() - ready;
+    const cpuPerOperation = Math.round((cpuTimeUs(worker.child.pid ?? 0) - cpuBefore) / CREATIONS);
+    return (
+      `${label}: (e2) a backlog of ${CREATIONS} creations (accepted by a process with TENANTRY_ENGINE_CONCURRENCY=0) drained by a process started on it ` +
+      `in ${Math.round(doneMs)} ms after it was ready (${Math.round(ready - spawned)} ms to start): ${Math.round((CREATIONS * 1000) / doneMs)} operations completed/s ` +
+      `(goal 500 on PostgreSQL); server CPU ${cpuPerOperation} µs an operation`
+    );
+  } finally {
+    await worker.stop();
   }
 }

@@ -136,6 +136,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       clock,
       logger,
       partnerCacheMs: config.partnerCacheMs,
+      engineConcurrency: config.engineConcurrency,
       webhookConcurrency: config.webhookConcurrency,
       sandboxDelayMs: config.sandboxDelayMs,
       sandboxCallMs: config.sandboxCallMs,

@@ -47,6 +47,8 @@ export interface ServiceOptions {
   clock: Clock;
   logger: Logger;
   partnerCacheMs: number;
+  /** Operations this process works on at once (TENANTRY_ENGINE_CONCURRENCY); unset: 4, or 1 on the embedded database. */
+  engineConcurrency?: number | undefined;
   /** Webhook deliveries in flight to one receiver across every process (TENANTRY_WEBHOOK_CONCURRENCY). */
   webhookConcurrency: number;
   /** The sandbox platform's provisioning time; a new partner's credentials take a third of it. */
@@ -127,7 +129,13 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     callMs: options.sandboxCallMs,
   });
   const platform = platformRouter({ live: options.livePlatform?.(sandbox) ?? sandbox, test: sandbox });
-  const engine = new OperationEngine({ db, clock, logger, concurrency: embedded ? 1 : 4, exclusive: embedded });
+  const engine = new OperationEngine({
+    db,
+    clock,
+    logger,
+    concurrency: options.engineConcurrency ?? (embedded ? 1 : 4),
+    exclusive: embedded,
+  });
   const onOperationOpened = () => engine.kick();
   const guard = new DestinationGuard(options.webhookResolver);
   const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger, idleSocketsPerReceiver: options.webhookConcurrency });

@@ -45,6 +45,8 @@ export interface Config {
   /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
   partnerCacheMs: number;
   /** Webhook deliveries in flight to one receiver across every process. */
+  /** Operations this process works on at once; undefined: 4 on a PostgreSQL server, 1 embedded. */
+  engineConcurrency: number | undefined;
   webhookConcurrency: number;
   /** The keys that seal secrets at rest (active first), when given in the environment. */
   secretKey: string | undefined;
@@ -161,6 +163,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
   }
 
   const logLevel = get('TENANTRY_LOG_LEVEL') ?? fallbackOf('TENANTRY_LOG_LEVEL');
+  const engineConcurrency = get('TENANTRY_ENGINE_CONCURRENCY');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
   }
@@ -205,6 +208,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
       0,
       5000,
     ),
+    engineConcurrency: engineConcurrency === undefined ? undefined : parseInteger('TENANTRY_ENGINE_CONCURRENCY', engineConcurrency, 0, 8),
     webhookConcurrency: parseInteger(
       'TENANTRY_WEBHOOK_CONCURRENCY',
       get('TENANTRY_WEBHOOK_CONCURRENCY') ?? fallbackOf('TENANTRY_WEBHOOK_CONCURRENCY'),

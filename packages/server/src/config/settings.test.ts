@@ -44,6 +44,15 @@ test("the README's configuration table has a row for every setting", () => {
   for (const variable of variables) assert.match(readme, new RegExp(`^\\| \`${variable}\` \\|`, 'm'), `README lacks ${variable}`);
 });
 
+test('TENANTRY_ENGINE_CONCURRENCY: unset by default (the database decides), 0 to 8, anything else stops start-up naming the variable', () => {
+  assert.equal(loadConfig({}).engineConcurrency, undefined);
+  assert.equal(loadConfig({ TENANTRY_ENGINE_CONCURRENCY: '0' }).engineConcurrency, 0);
+  assert.equal(loadConfig({ TENANTRY_ENGINE_CONCURRENCY: '8' }).engineConcurrency, 8);
+  for (const bad of ['9', 'all', '-1', '1.5']) {
+    assert.throws(() => loadConfig({ TENANTRY_ENGINE_CONCURRENCY: bad }), /TENANTRY_ENGINE_CONCURRENCY/, bad);
+  }
+});
+
 test('TENANTRY_WEBHOOK_CONCURRENCY: 64 by default, 1 to 256, anything else stops start-up naming the variable', () => {
   assert.equal(loadConfig({}).webhookConcurrency, 64);
   assert.equal(loadConfig({ TENANTRY_WEBHOOK_CONCURRENCY: '4' }).webhookConcurrency, 4);

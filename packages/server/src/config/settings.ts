@@ -167,6 +167,12 @@ export const SETTINGS = [
     description: "the console's OS image catalogue (images.yaml); read every 30 s, a bad file keeps the last good one",
   },
   {
+    variable: 'TENANTRY_ENGINE_CONCURRENCY',
+    defaultText: '4 with a PostgreSQL server, 1 embedded',
+    description:
+      'operations this process works on at once (0-8); more helps when the database is far away; 0: none (an API-only process, another one sharing the database runs them)',
+  },
+  {
     variable: 'TENANTRY_WEBHOOK_CONCURRENCY',
     fallback: '64',
     description: 'webhook deliveries in flight to one receiver, across every process (1-256); a process sends at most 8 times this at once',

@@ -64,7 +64,7 @@ for (const target of testDatabases()) {
     });
     after(() => server.stop());
 
-    const engine = (options: { exclusive?: boolean; leaseMs?: number; real?: boolean } = {}) =>
+    const engine = (options: { exclusive?: boolean; leaseMs?: number; real?: boolean; concurrency?: number } = {}) =>
       new OperationEngine({
         db: server.database.db,
         clock: options.real ? systemClock : server.clock,
@@ -127,6 +127,49 @@ for (const target of testDatabases()) {
       // The killed look's outcome, had it come, is not recorded twice.
       gate.open({ state: 'failed', code: 'PROVISIONING_FAILED', message: 'late' });
       await pass;
+      assert.equal((await lease(String(operation.id))).status, 'succeeded');
+    });
+
+    test('a process with TENANTRY_ENGINE_CONCURRENCY=0 runs no operations; one sharing the database does', async () => {
+      const { operation } = await createCustomer(server, acme.live, 'elsewhere');
+      const id = String(operation.id);
+      const apiOnly = engine({ concurrency: 0 });
+      apiOnly.register('customer.create', doneHandler);
+      await apiOnly.start(60_000);
+      apiOnly.kick(); // what opening an operation in this process does
+      await apiOnly.stop(); // waits for a pass, had one started
+      assert.deepEqual(await lease(id), { status: 'pending', lease_owner: null, lease_until: null }, 'not claimed, not looked at');
+
+      const worker = engine();
+      worker.register('customer.create', doneHandler);
+      await worker.start(60_000);
+      await worker.stop();
+      assert.equal((await lease(id)).status, 'succeeded');
+    });
+
+    test('a server started with TENANTRY_ENGINE_CONCURRENCY=0 says so and leaves a new creation to another process', async () => {
+      const apiOnly = await startTestServer(target, { env: { TENANTRY_ENGINE_CONCURRENCY: '0' } });
+      try {
+        assert.ok(apiOnly.logs.some((line) => String(line.msg).startsWith('operation engine off in this process')));
+        const partner = await partnerWithModes(apiOnly, 'apionly');
+        const { operation } = await createCustomer(apiOnly, partner.live, 'waiting');
+        await apiOnly.services.engine.stop(); // waits for a pass, had one started
+        const row = await apiOnly.database.db
+          .selectFrom('operations')
+          .select(['status', 'lease_owner'])
+          .where('id', '=', String(operation.id))
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(row, { status: 'pending', lease_owner: null });
+      } finally {
+        await apiOnly.stop();
+      }
+    });
+
+    test('a pass asked for explicitly (the test clock) runs even with TENANTRY_ENGINE_CONCURRENCY=0', async () => {
+      const { operation } = await createCustomer(server, acme.live, 'asked');
+      const apiOnly = engine({ concurrency: 0 });
+      apiOnly.register('customer.create', doneHandler);
+      assert.equal(await apiOnly.runDue({ id: 'acme', mode: 'live' }), 1);
       assert.equal((await lease(String(operation.id))).status, 'succeeded');
     });
 

@@ -79,7 +79,12 @@ export interface OperationEngineDeps {
   db: Db;
   clock: Clock;
   logger: Logger;
-  /** Operations looked at at once per pass (the embedded database has one connection: 1). */
+  /**
+   * Operations looked at at once per pass (TENANTRY_ENGINE_CONCURRENCY: 4 on a PostgreSQL server, 1
+   * on the embedded database's one connection). 0: this process runs no background pass (an
+   * API-only process; another sharing the database runs the operations); a pass asked for
+   * explicitly (the test clock's) still looks at one at a time.
+   */
   concurrency: number;
   /**
    * Only this process opens the database (the embedded one, whose lock file keeps a second process
@@ -129,6 +134,10 @@ export class OperationEngine {
   }
 
   async start(pollMs = 1_000): Promise<void> {
+    if (this.#deps.concurrency === 0) {
+      this.#deps.logger.info('operation engine off in this process (TENANTRY_ENGINE_CONCURRENCY=0): another process runs operations');
+      return;
+    }
     if (this.#deps.exclusive) {
       const released = await releaseAllLeases(this.#deps.db);
       if (released > 0) this.#deps.logger.info({ released }, 'gave back operation leases a previous process left');
@@ -175,7 +184,7 @@ export class OperationEngine {
       );
     }, leaseMs / 4);
     try {
-      await Promise.all(Array.from({ length: Math.min(concurrency, queue.length) }, worker));
+      await Promise.all(Array.from({ length: Math.min(Math.max(concurrency, 1), queue.length) }, worker));
     } finally {
       clearInterval(renewal);
     }
