@@ -130,6 +130,8 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     TENANTRY_SECRET_KEY: randomBytes(32).toString('hex'),
     TENANTRY_SANDBOX_DELAY_MS: '0',
     TENANTRY_DATA_DIR: '/nonexistent-test-data-dir',
+    // The server opens nothing itself (it is handed the database), but its settings say which kind it runs on.
+    ...(url ? { TENANTRY_DATABASE_URL: url } : {}),
     ...options.env,
   });
   const server = await startServer(config, {

@@ -91,6 +91,8 @@ describe('tenantry serve', () => {
     assert.equal((await exchange(urls, key)).status, 200);
     assert.equal(await server.stop('SIGTERM'), 0);
     assert.match(server.output(), /tenantry stopped/);
+    // Once serving, start-up's memory went back to the system (decision 226).
+    assert.match(server.output(), /"ms":\d+,"msg":"start-up memory released"/);
     assert.ok(!server.output().includes(key), 'no key in the logs');
     // Node's bundled fetch and WebSocket client (undici, with tls, http2 and zlib: 14 MB resident) is
     // never loaded by a server that does not use it (decision 214, infra/http/node-http.ts).

@@ -36,6 +36,8 @@ export function registerServeCommand(program: Command): void {
       throw error;
     }
     // Loaded on demand: the operator commands stay quick to start.
+    const { limitHeapGrowth, releaseStartupMemory } = await import('../infra/process-memory.ts');
+    limitHeapGrowth();
     const { startServer } = await import('../app/server.ts');
     const { EmbeddedDatabaseLockedError } = await import('../infra/db/embedded-lock.ts');
     const starting = startServer(config).catch((error: unknown) => {
@@ -64,6 +66,8 @@ export function registerServeCommand(program: Command): void {
     };
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
-    await starting;
+    const server = await starting;
+    const ms = releaseStartupMemory();
+    if (ms !== undefined) server.services.options.logger.info({ ms: Math.round(ms) }, 'start-up memory released');
   });
 }

@@ -163,7 +163,15 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
   }
 
   const logLevel = get('TENANTRY_LOG_LEVEL') ?? fallbackOf('TENANTRY_LOG_LEVEL');
-  const engineConcurrency = get('TENANTRY_ENGINE_CONCURRENCY');
+  const engineConcurrencyRaw = get('TENANTRY_ENGINE_CONCURRENCY');
+  const engineConcurrency =
+    engineConcurrencyRaw === undefined ? undefined : parseInteger('TENANTRY_ENGINE_CONCURRENCY', engineConcurrencyRaw, 0, 8);
+  if (engineConcurrency === 0 && databaseUrl === undefined) {
+    throw new ConfigError(
+      'TENANTRY_ENGINE_CONCURRENCY',
+      '0 leaves operations to another process sharing a PostgreSQL server; the embedded database has only this one',
+    );
+  }
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('TENANTRY_LOG_LEVEL', 'must be one of fatal, error, warn, info, debug, trace, silent');
   }
@@ -208,7 +216,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
       0,
       5000,
     ),
-    engineConcurrency: engineConcurrency === undefined ? undefined : parseInteger('TENANTRY_ENGINE_CONCURRENCY', engineConcurrency, 0, 8),
+    engineConcurrency,
     webhookConcurrency: parseInteger(
       'TENANTRY_WEBHOOK_CONCURRENCY',
       get('TENANTRY_WEBHOOK_CONCURRENCY') ?? fallbackOf('TENANTRY_WEBHOOK_CONCURRENCY'),

@@ -44,10 +44,16 @@ test("the README's configuration table has a row for every setting", () => {
   for (const variable of variables) assert.match(readme, new RegExp(`^\\| \`${variable}\` \\|`, 'm'), `README lacks ${variable}`);
 });
 
-test('TENANTRY_ENGINE_CONCURRENCY: unset by default (the database decides), 0 to 8, anything else stops start-up naming the variable', () => {
+test('TENANTRY_ENGINE_CONCURRENCY: unset by default (the database decides), 0 to 8 (0 only with a PostgreSQL server), anything else stops start-up naming the variable', () => {
+  const server = { TENANTRY_DATABASE_URL: 'postgres://tenantry@db.internal/tenantry' };
   assert.equal(loadConfig({}).engineConcurrency, undefined);
-  assert.equal(loadConfig({ TENANTRY_ENGINE_CONCURRENCY: '0' }).engineConcurrency, 0);
+  assert.equal(loadConfig({ ...server, TENANTRY_ENGINE_CONCURRENCY: '0' }).engineConcurrency, 0);
   assert.equal(loadConfig({ TENANTRY_ENGINE_CONCURRENCY: '8' }).engineConcurrency, 8);
+  // Nothing else could run the operations of the embedded database's only process.
+  assert.throws(
+    () => loadConfig({ TENANTRY_ENGINE_CONCURRENCY: '0' }),
+    /TENANTRY_ENGINE_CONCURRENCY: 0 leaves operations to another process/,
+  );
   for (const bad of ['9', 'all', '-1', '1.5']) {
     assert.throws(() => loadConfig({ TENANTRY_ENGINE_CONCURRENCY: bad }), /TENANTRY_ENGINE_CONCURRENCY/, bad);
   }
