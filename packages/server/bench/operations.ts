@@ -11,29 +11,52 @@ const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 
 type Api = (method: string, path: string, body?: unknown) => Promise<Response>;
 
+/** Creates `<prefix>-0` … `<prefix>-<count-1>` at once; answers how many were not accepted (202). */
+async function createAtOnce(api: Api, prefix: string, count: number): Promise<number> {
+  const answers = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      api('POST', '/customers', { id: `${prefix}-${i}`, owner: { username: 'owner', email: `owner@${prefix}-${i}.example` } }).then(
+        async (r) => {
+          await r.arrayBuffer();
+          return r.status;
+        },
+      ),
+    ),
+  );
+  return answers.filter((status) => status !== 202).length;
+}
+
+/** Until none of the partner's customers is provisioning. */
+async function untilProvisioned(api: Api): Promise<void> {
+  for (;;) {
+    const open = (await (await api('GET', '/customers?status=provisioning&limit=1')).json()) as { data: unknown[] };
+    if (open.data.length === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** Creates `burst-0` … `burst-<count-1>` at once and waits for all of them to be provisioned. */
 export async function burstCreates(label: string, api: Api, count: number): Promise<string> {
   const started = performance.now();
-  const answers = await Promise.all(
-    Array.from({ length: count }, (_, i) =>
-      api('POST', '/customers', { id: `burst-${i}`, owner: { username: 'owner', email: `owner@burst-${i}.example` } }).then(async (r) => {
-        await r.arrayBuffer();
-        return r.status;
-      }),
-    ),
-  );
+  const refused = await createAtOnce(api, 'burst', count);
   const acceptedMs = performance.now() - started;
-  const refused = answers.filter((status) => status !== 202).length;
-  for (;;) {
-    const open = (await (await api('GET', '/customers?status=provisioning&limit=1')).json()) as { data: unknown[] };
-    if (open.data.length === 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  await untilProvisioned(api);
   const doneMs = performance.now() - started;
   return (
     `${label}: (e) ${count} concurrent creates: all answered in ${Math.round(acceptedMs)} ms (${Math.round((count * 1000) / acceptedMs)} creates/s, ${refused} not 202); ` +
     `all operations succeeded after ${Math.round(doneMs)} ms (${Math.round((count * 1000) / doneMs)} operations completed/s; goal 500 on PostgreSQL)`
   );
+}
+
+/** The partner API of `server` with a token of `key`. */
+async function partnerApi(server: Awaited<ReturnType<typeof spawnServe>>, key: string): Promise<Api> {
+  const token = await partnerToken(server, key);
+  return (method, path, body) =>
+    fetch(`${server.partnerUrl}/api/public/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
 }
 
 /** A partner with room for `count` customers, and a function calling the partner API with its token. */
@@ -48,14 +71,7 @@ export async function benchPartner(server: Awaited<ReturnType<typeof spawnServe>
     pool: { vcpu: 1_000_000, memory_gib: 4_000_000, storage_gib: 50_000_000 },
   });
   const key = String((await operator(server, 'POST', `/partners/${id}/keys`, {})).key);
-  const token = await partnerToken(server, key);
-  const api: Api = (method, path, body) =>
-    fetch(`${server.partnerUrl}/api/public/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    });
-  return { api, key };
+  return { api: await partnerApi(server, key), key };
 }
 
 export async function benchOperations(label: string, env: Record<string, string>): Promise<string[]> {
@@ -91,17 +107,7 @@ async function drainBacklog(label: string, env: Record<string, string>, workerEn
   try {
     const partner = await benchPartner(apiOnly, 'backlog');
     key = partner.key;
-    const answers = await Promise.all(
-      Array.from({ length: CREATIONS }, (_, i) =>
-        partner
-          .api('POST', '/customers', { id: `backlog-${i}`, owner: { username: 'owner', email: `owner@backlog-${i}.example` } })
-          .then(async (r) => {
-            await r.arrayBuffer();
-            return r.status;
-          }),
-      ),
-    );
-    const refused = answers.filter((status) => status !== 202).length;
+    const refused = await createAtOnce(partner.api, 'backlog', CREATIONS);
     if (refused > 0) throw new Error(`${refused} of the backlog's creates were not accepted`);
   } finally {
     await apiOnly.stop();
@@ -111,14 +117,7 @@ async function drainBacklog(label: string, env: Record<string, string>, workerEn
   try {
     const ready = performance.now();
     const cpuBefore = cpuTimeUs(worker.child.pid ?? 0);
-    const token = await partnerToken(worker, key);
-    for (;;) {
-      const open = await fetch(`${worker.partnerUrl}/api/public/v1/customers?status=provisioning&limit=1`, {
-        headers: { authorization: `Bearer ${token}` },
-      });
-      if (((await open.json()) as { data: unknown[] }).data.length === 0) break;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await untilProvisioned(await partnerApi(worker, key));
     const doneMs = performance.now() - ready;
     const cpuPerOperation = Math.round((cpuTimeUs(worker.child.pid ?? 0) - cpuBefore) / CREATIONS);
     return (

@@ -57,11 +57,10 @@ export function announceRecordedEvent(deliveryState: DeliveryState | null | unde
  * partner's receiver wants it.
  */
 export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
-  const row = eventRow(event);
-  const { delivery_state } = await trx.insertInto('events').values(row).returning('delivery_state').executeTakeFirstOrThrow();
+  const { id, delivery_state } = await eventInsert(trx, event).returning('id').executeTakeFirstOrThrow();
   // After the insert: outside a transaction, the row is already there when the listeners hear of it.
   announceRecordedEvent(delivery_state);
-  return row.id;
+  return id;
 }
 
 /**

@@ -66,10 +66,6 @@ export async function listPartners<T>(
 }
 
 /**
- * Counts one more customer of the mode and answers the partner's row: the update also locks the row,
- * which keeps the partner's counts, names and pool exact under concurrent creates until the commit.
- */
-/**
  * Counts a new customer of this mode, answering the partner's row: the update locks the row until the
  * creating transaction ends, which keeps the partner's counts, names and pool exact under concurrent
  * creates. A builder: the create runs it in one statement with the capacity lock (decision 223).

@@ -26,18 +26,15 @@ export function projectByNamespace(eb: ExpressionBuilder<Database, never>, scope
 }
 
 /** What provisioning a project on the platform needs of it (`advanceProject`). */
-export type ProjectForPlatform = Pick<ProjectRow, 'uid' | 'name' | 'namespace' | 'cidr'>;
+const PROJECT_FOR_PLATFORM = ['uid', 'name', 'namespace', 'cidr'] as const;
+export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[number]>;
 
 /**
  * The customer's project `name` as provisioning needs it, as a subquery: `customer.create` reads it with
  * its customer in one statement (decision 223).
  */
 export function projectForPlatform(qc: QueryCreator<Database>, customerUid: string, name: string) {
-  return qc
-    .selectFrom('projects')
-    .select(['uid', 'name', 'namespace', 'cidr'])
-    .where('customer_uid', '=', customerUid)
-    .where('name', '=', name);
+  return qc.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('name', '=', name);
 }
 
 export async function findProject(db: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {

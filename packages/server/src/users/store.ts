@@ -30,24 +30,16 @@ export async function findUser(db: Db, customerUid: string, username: string): P
     .executeTakeFirst();
 }
 
-/** The customer's owner admin. */
-export async function findOwner(db: Db, customerUid: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where('customer_uid', '=', customerUid).where('is_owner', '=', true).executeTakeFirst();
-}
-
 /** What the platform needs of a user (`UserSpec`). */
-export type UserForPlatform = Pick<UserRow, 'username' | 'email' | 'role' | 'is_owner' | 'first_name' | 'last_name'>;
+const USER_FOR_PLATFORM = ['username', 'email', 'role', 'is_owner', 'first_name', 'last_name'] as const;
+export type UserForPlatform = Pick<UserRow, (typeof USER_FOR_PLATFORM)[number]>;
 
 /**
  * The customer's owner as the platform needs it, as a subquery: `customer.create` reads it with its
  * customer and first project in one statement (decision 223).
  */
 export function ownerForPlatform(qc: QueryCreator<Database>, customerUid: string) {
-  return qc
-    .selectFrom('users')
-    .select(['username', 'email', 'role', 'is_owner', 'first_name', 'last_name'])
-    .where('customer_uid', '=', customerUid)
-    .where('is_owner', '=', true);
+  return qc.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('is_owner', '=', true);
 }
 
 /** Moves a user's platform state (pending → ready, * → removing). */
@@ -55,10 +47,9 @@ export async function setUserPlatformState(db: Db, uid: string, state: UserPlatf
   await db.updateTable('users').set({ platform_state: state, platform_state_at: at }).where('uid', '=', uid).execute();
 }
 
-/** The customer's owner is on the platform: one statement, nothing done when it already was. */
 /**
- * The owner made on the platform with its customer: written by the creation's commit, as a part of
- * the statement that settles the customer (decision 223).
+ * The owner made on the platform with its customer (nothing done when it already was): written by the
+ * creation's commit, as a part of the statement that settles the customer (decision 223).
  */
 export function ownerReadyUpdate(qc: QueryCreator<Database>, customerUid: string, at: Date) {
   return qc
