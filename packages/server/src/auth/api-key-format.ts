@@ -43,9 +43,9 @@ export function hashSecret(secret: string): string {
   return createHash('sha256').update(secret).digest('hex');
 }
 
-/** Constant-time comparison of a presented secret with a stored hash. */
-export function secretMatches(secret: string, storedHash: string): boolean {
-  const presented = Buffer.from(hashSecret(secret), 'hex');
+/** Constant-time comparison of a presented secret's hash (hashSecret) with a stored one. */
+export function hashesMatch(presentedHash: string, storedHash: string): boolean {
+  const presented = Buffer.from(presentedHash, 'hex');
   const stored = Buffer.from(storedHash, 'hex');
   return presented.length === stored.length && timingSafeEqual(presented, stored);
 }

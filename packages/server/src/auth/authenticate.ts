@@ -1,9 +1,9 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { Scope } from './scopes.ts';
-import { type AuthService, type Principal, partnerSuspended, rateLimited, rateLimitHeaders, requireScope } from './service.ts';
+import { type AuthService, type Principal, partnerSuspended, rateLimited, requireScope } from './service.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -22,49 +22,79 @@ declare module 'fastify' {
  * token, partner state, the partner's rate limit (headers on every
  * authenticated response), then the scope. Order matters: an unauthenticated
  * caller never learns about rate limits or scopes.
+ *
+ * The check is attached to each such route when it is added (like idempotency's hooks), with the
+ * route's scope in hand: public routes never run it, and an authenticated request reads no route
+ * options (Fastify builds that object anew on every read). Route-level hooks run after the
+ * instance's, so the request id and the host check still come first.
  */
 export const authenticatePlugin = fp(
   async (app: FastifyInstance, opts: { auth: AuthService }) => {
     const { auth } = opts;
-    // Callback style with synchronous fast paths: a cached partner and a local
-    // rate-limit decision cost no promise.
-    app.addHook('onRequest', (request, reply, done) => {
-      const scope = request.routeOptions.config.scope;
-      if (scope === undefined) return done();
-      // Answers to authenticated calls are about one partner's data: no cache on the way keeps them.
-      reply.header('cache-control', 'no-store');
-      if (sentMoreThanOnce(request.raw.rawHeaders, 'authorization')) {
-        return done(validationError([{ in: 'header', field: 'authorization', message: 'was sent more than once; send one' }]));
-      }
-      const testModeOnly = request.routeOptions.config.testModeOnly === true;
-      // Every authenticated answer carries the rate-limit headers: a suspended partner's 403 too.
-      const admit = (rate: RateDecision) => {
-        reply.headers(rateLimitHeaders(rate));
-        if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
-        const principal = request.principal;
-        if (!principal) return;
-        if (principal.partner.status === 'suspended') throw partnerSuspended();
-        if (testModeOnly && principal.claims.mode !== 'test') throw notFound('The route');
-        if (scope !== 'any') requireScope(principal, scope);
-      };
-      const withPrincipal = (principal: Principal): void | Promise<void> => {
-        request.principal = principal;
-        request.logPartnerId = principal.partner.id;
-        const rate = auth.takePartnerRequest(principal.partner);
-        return rate instanceof Promise ? rate.then(admit) : admit(rate);
-      };
-      try {
-        const principal = auth.authenticate(request.headers.authorization, { allowSuspended: true });
-        const pending = principal instanceof Promise ? principal.then(withPrincipal) : withPrincipal(principal);
-        if (pending instanceof Promise) pending.then(() => done(), done);
-        else done();
-      } catch (error) {
-        done(error as Error);
-      }
+    app.addHook('onRoute', (route) => {
+      const scope = route.config?.scope;
+      if (scope === undefined) return;
+      const check: RouteCheck = { auth, scope, testModeOnly: route.config?.testModeOnly === true };
+      const hook: onRequestHookHandler = (request, reply, done) => authenticateRequest(check, request, reply, done);
+      route.onRequest = [...toArray(route.onRequest), hook];
     });
   },
   { name: 'tenantry-authenticate' },
 );
+
+interface RouteCheck {
+  auth: AuthService;
+  scope: Scope | 'any';
+  testModeOnly: boolean;
+}
+
+/**
+ * Callback style with synchronous fast paths and no closure per request: a cached partner and a
+ * local rate-limit decision cost no promise. The slow paths (a cache miss, a shared bucket's
+ * reservation) wait on promises.
+ */
+function authenticateRequest(check: RouteCheck, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+  // Answers to authenticated calls are about one partner's data: no cache on the way keeps them.
+  reply.header('cache-control', 'no-store');
+  if (sentMoreThanOnce(request.raw.rawHeaders, 'authorization')) {
+    done(validationError([{ in: 'header', field: 'authorization', message: 'was sent more than once; send one' }]));
+    return;
+  }
+  let pending: Promise<void> | undefined;
+  try {
+    const principal = check.auth.authenticate(request.headers.authorization, { allowSuspended: true });
+    pending =
+      principal instanceof Promise
+        ? principal.then((found) => withPrincipal(check, request, reply, found))
+        : withPrincipal(check, request, reply, principal);
+  } catch (error) {
+    done(error as Error);
+    return;
+  }
+  if (pending === undefined) done();
+  else pending.then(() => done(), done);
+}
+
+function withPrincipal(check: RouteCheck, request: FastifyRequest, reply: FastifyReply, principal: Principal): Promise<void> | undefined {
+  request.principal = principal;
+  request.logPartnerId = principal.partner.id;
+  const rate = check.auth.takePartnerRequest(principal.partner);
+  if (rate instanceof Promise) return rate.then((decided) => admit(check, reply, principal, decided));
+  admit(check, reply, principal, rate);
+  return undefined;
+}
+
+/** Every authenticated answer carries the rate-limit headers: a suspended partner's 403 too. */
+function admit(check: RouteCheck, reply: FastifyReply, principal: Principal, rate: RateDecision): void {
+  reply.header('x-ratelimit-limit', String(rate.limit));
+  reply.header('x-ratelimit-remaining', String(rate.remaining));
+  if (!rate.allowed) throw rateLimited(rate, 'The partner rate limit is exhausted.');
+  if (principal.partner.status === 'suspended') throw partnerSuspended();
+  if (check.testModeOnly && principal.claims.mode !== 'test') throw notFound('The route');
+  if (check.scope !== 'any') requireScope(principal, check.scope);
+}
+
+const toArray = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
 /** Node keeps the first of repeated Authorization headers and drops the rest; a request that repeats it is refused. */
 function sentMoreThanOnce(rawHeaders: string[], name: string): boolean {

@@ -6,7 +6,7 @@ import type { RateLimiter, ReservedRow } from '../infra/rate-limit/rate-limiter.
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { PartnerRow } from '../partners/store.ts';
 import { type AccessTokenCodec, TOKEN_LIFETIME_S, type VerifiedClaims } from './access-tokens.ts';
-import { DECOY_HASH, DECOY_KID, hashSecret, parseKey, secretMatches } from './api-key-format.ts';
+import { DECOY_HASH, DECOY_KID, hashesMatch, hashSecret, parseKey } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';
 import type { KeyCache, KeyFacts } from './key-cache.ts';
 import type { KeyUsage } from './key-usage.ts';
@@ -74,16 +74,19 @@ export class AuthService {
     const keyBucket = parsed ? `key:${parsed.kid}` : '';
     const carried = parsed ? rateLimiter.carry(keyBucket, TOKEN_ENDPOINT_POLICY) : undefined;
     const now = clock.now();
+    // Hashed once, for the key's statement and the comparison below; a key that does not parse is
+    // hashed too, so every failure costs the same.
+    const secretHash = hashSecret(parsed?.secret ?? '');
     let found: { key: KeyWithPartner; reserved: ReservedRow | undefined } | undefined;
     if (parsed && carried) {
-      const check = { secretHash: hashSecret(parsed.secret), partnerId: parsed.partnerId, mode: parsed.mode, now };
+      const check = { secretHash, partnerId: parsed.partnerId, mode: parsed.mode, now };
       found = await findKeyCharging(db, parsed.kid, check, carried.values);
     } else {
       const key = await findKeyWithPartner(db, parsed?.kid ?? DECOY_KID);
       found = key ? { key, reserved: undefined } : undefined;
     }
     const row = found?.key;
-    const secretOk = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? DECOY_HASH);
+    const secretOk = hashesMatch(secretHash, row?.secret_hash ?? DECOY_HASH);
     const valid =
       parsed !== undefined &&
       row !== undefined &&

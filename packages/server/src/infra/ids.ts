@@ -22,32 +22,45 @@ export type IdKind = keyof typeof ID_PREFIXES;
 const CROCKFORD = '0123456789abcdefghjkmnpqrstvwxyz';
 const RANDOM_CHARS = 16;
 
+/** The characters of each digit value, as bytes. */
+const CROCKFORD_BYTES = Buffer.from(CROCKFORD, 'latin1');
+const TIME_CHARS = 10;
+
 let lastMs = -1;
 /** The random part of the last id, as base-32 digits, so it can count up. */
 const lastRandom = new Uint8Array(RANDOM_CHARS);
+/**
+ * The last id's 26 characters after the prefix, kept as bytes: an id is one string made from them,
+ * and only what changed is written again (the time once a millisecond, else the digits that counted
+ * up). Building it a character at a time made 26 intermediate strings per id (decision 228).
+ */
+const lastChars = Buffer.alloc(TIME_CHARS + RANDOM_CHARS);
+const PREFIXES = Object.fromEntries(Object.entries(ID_PREFIXES).map(([kind, prefix]) => [kind, `${prefix}_`])) as Record<IdKind, string>;
 
 export function newId(kind: IdKind, nowMs: number = Date.now()): string {
   if (nowMs > lastMs) {
     lastMs = nowMs;
+    let rest = nowMs;
+    for (let i = TIME_CHARS - 1; i >= 0; i--) {
+      lastChars[i] = CROCKFORD_BYTES[rest % 32] as number;
+      rest = Math.floor(rest / 32);
+    }
     const bytes = randomPool(RANDOM_CHARS);
-    for (let i = 0; i < RANDOM_CHARS; i++) lastRandom[i] = (bytes[i] ?? 0) & 31;
+    for (let i = 0; i < RANDOM_CHARS; i++) {
+      const digit = (bytes[i] ?? 0) & 31;
+      lastRandom[i] = digit;
+      lastChars[TIME_CHARS + i] = CROCKFORD_BYTES[digit] as number;
+    }
   } else {
     // Same millisecond (or a clock that stood still or stepped back): count up.
     for (let i = RANDOM_CHARS - 1; i >= 0; i--) {
       const digit = ((lastRandom[i] ?? 0) + 1) & 31;
       lastRandom[i] = digit;
+      lastChars[TIME_CHARS + i] = CROCKFORD_BYTES[digit] as number;
       if (digit !== 0) break;
     }
   }
-  let time = '';
-  let rest = lastMs;
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD.charAt(rest % 32) + time;
-    rest = Math.floor(rest / 32);
-  }
-  let random = '';
-  for (const digit of lastRandom) random += CROCKFORD.charAt(digit);
-  return `${ID_PREFIXES[kind]}_${time}${random}`;
+  return PREFIXES[kind] + lastChars.toString('latin1', 0, TIME_CHARS + RANDOM_CHARS);
 }
 
 /** The creation time (ms) an id carries in its first 10 characters after the prefix. */

@@ -4,8 +4,10 @@ import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import type { Logger } from 'pino';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
+import { accessLog } from '../log/access-line.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
 import { http } from './node-http.ts';
 import { installValidators } from './validation.ts';
@@ -39,10 +41,11 @@ export function createHttpApp(
   } = {},
 ) {
   let closing = false;
-  // Requests in flight per connection. Node's closeIdleConnections() leaves a connection that was
-  // opened but never sent a request (HTTP clients open them ahead of need), so such a socket would hold
-  // a shutdown open until the headers timeout (60 s): those are closed here, in-flight ones drain.
-  const inFlight = new Map<Socket, number>();
+  // Each open connection, with the response it is writing (undefined between requests). Node's
+  // closeIdleConnections() leaves a connection that was opened but never sent a request (HTTP clients
+  // open them ahead of need), so such a socket would hold a shutdown open until the headers timeout
+  // (60 s): those are closed here, in-flight ones drain, told to close their connection.
+  const inFlight: InFlight = new Map();
   const { fastPath } = options;
   const app = Fastify({
     ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing, inFlight) } : {}),
@@ -93,20 +96,24 @@ export function createHttpApp(
     closing = true;
   });
   app.server.on('connection', (socket: Socket) => {
-    inFlight.set(socket, 0);
+    inFlight.set(socket, undefined);
     socket.once('close', () => inFlight.delete(socket));
   });
   app.addHook('preClose', async () => {
     closing = true;
+    // A response still to be written closes its connection, so a keep-alive client cannot hold the
+    // shutdown open until its idle timeout; requests that arrive from now on are refused (onRequest).
+    for (const response of inFlight.values()) if (response && !response.headersSent) response.setHeader('connection', 'close');
     setImmediate(() => {
-      for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy();
+      for (const [socket, response] of inFlight) if (response === undefined) socket.destroy();
     });
   });
 
   // The hooks every request passes are callback-style: no promise per hook on the hot path.
   app.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket;
-    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    // Only a connection still open is recorded (one closed already is gone from the map for good).
+    if (inFlight.has(socket)) inFlight.set(socket, reply.raw);
     reply.header('x-request-id', request.id);
     if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
       reply.header('connection', 'close');
@@ -117,28 +124,18 @@ export function createHttpApp(
     sendError(request, reply, new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }));
   });
 
-  // Responses finished while draining close their connection, so keep-alive
-  // clients cannot hold the shutdown open until their idle timeout.
-  app.addHook('onSend', (_request, reply, payload, done) => {
-    if (closing) reply.header('connection', 'close');
-    done(null, payload);
-  });
-
+  const writeAccessLine = accessLog(logger as Logger);
   app.addHook('onResponse', (request, reply, done) => {
-    const socket = request.raw.socket;
-    if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
-    request.log.info(
-      {
-        api: name,
-        request_id: request.id,
-        partner: request.logPartnerId,
-        method: request.method,
-        route: request.routeOptions.url ?? null,
-        status: reply.statusCode,
-        latency_ms: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      'request',
-    );
+    finished(inFlight, request.raw.socket, reply.raw);
+    writeAccessLine({
+      api: name,
+      request_id: request.id,
+      partner: request.logPartnerId,
+      method: request.method,
+      route: request.routeOptions.url ?? null,
+      status: reply.statusCode,
+      latency_ms: Math.round(reply.elapsedTime * 100) / 100,
+    });
     done();
   });
 
@@ -161,24 +158,32 @@ export function createHttpApp(
   return app;
 }
 
+/** Open connections and the response each is writing (undefined while idle). */
+type InFlight = Map<Socket, ServerResponse | undefined>;
+
+/**
+ * The response on `socket` is written. A pipelined request's response may already be the socket's
+ * current one: only the response that is still recorded is cleared.
+ */
+function finished(inFlight: InFlight, socket: Socket, response: ServerResponse): void {
+  if (inFlight.get(socket) === response) inFlight.set(socket, undefined);
+}
+
 /** The HTTP server Fastify would make, with the fast path in front of Fastify's own handler. */
 function fastPathServer(
   fastPath: (request: IncomingMessage, response: ServerResponse) => boolean,
   closing: () => boolean,
-  inFlight: Map<Socket, number>,
+  inFlight: InFlight,
 ) {
   return (handler: (req: IncomingMessage, res: ServerResponse) => void, opts: FastifyServerOptions) => {
     const server = http.createServer({ requireHostHeader: false }, (req, res) => {
       if (closing()) return handler(req, res);
-      // Counted like the framework's requests, so a shutdown does not cut a response still being written.
+      // Recorded like the framework's requests, so a shutdown does not cut a response still being written.
       const socket = req.socket;
-      inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
-      const done = () => {
-        if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, (inFlight.get(socket) ?? 1) - 1));
-      };
-      if (fastPath(req, res)) res.once('finish', done);
+      if (inFlight.has(socket)) inFlight.set(socket, res);
+      if (fastPath(req, res)) res.once('finish', () => finished(inFlight, socket, res));
       else {
-        done();
+        finished(inFlight, socket, res);
         handler(req, res);
       }
     });

@@ -23,6 +23,11 @@ export function installValidators(app: FastifyInstance): void {
     // Every schema gets the text check: no route can forget it.
     const check = (data: unknown): boolean => {
       const valid = validate(data);
+      // Most requests send no query string: an empty part holds no text to check.
+      if (isEmptyObject(data)) {
+        check.errors = validate.errors;
+        return valid;
+      }
       const unstorable = unstorableText(data);
       check.errors = unstorable.length > 0 ? [...(validate.errors ?? []), ...unstorable] : validate.errors;
       return valid && unstorable.length === 0;
@@ -30,6 +35,13 @@ export function installValidators(app: FastifyInstance): void {
     check.errors = null as ErrorObject[] | null | undefined;
     return check;
   });
+}
+
+/** An object with no own enumerable field (a query string that was not sent). */
+function isEmptyObject(data: unknown): boolean {
+  if (data === null || typeof data !== 'object') return false;
+  for (const key in data) if (Object.hasOwn(data, key)) return false;
+  return true;
 }
 
 /** In a `u` regular expression a surrogate pair is one code point: only a lone surrogate is of category Cs. */
