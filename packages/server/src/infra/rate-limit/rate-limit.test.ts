@@ -3,7 +3,11 @@ import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
+import { ManualClock } from '../clock.ts';
+import { migrateToLatest } from '../db/migrate.ts';
 import { describe as describeBucket, step } from './gcra.ts';
+import { rateLimitMigrations } from './migrations.ts';
+import { createRateLimiter, MAX_RESERVATION } from './rate-limiter.ts';
 
 /** POST /auth/token from a chosen loopback source address (Linux routes all of 127.0.0.0/8 locally). */
 function exchangeFrom(localAddress: string, baseUrl: string, apiKey: string): Promise<{ status: number; text: string }> {
@@ -138,5 +142,45 @@ for (const target of testDatabases()) {
         assert.equal((await exchangeFrom('127.0.0.6', server.partnerUrl, key)).status, 429);
       });
     }
+  });
+}
+
+for (const target of testDatabases()) {
+  describe(`a bucket shared by two processes [${target.name}]`, () => {
+    test('a busy caller reserves ever larger batches, up to a thousand tokens a statement; together the processes allow exactly what the bucket holds', async (t) => {
+      const { handle, drop } = await target.create();
+      t.after(drop);
+      await migrateToLatest(handle.db, rateLimitMigrations);
+      let statements = 0;
+      const counted = handle.db.withPlugin({
+        transformQuery: (args) => args.node,
+        transformResult: async (args) => {
+          statements++;
+          return args.result;
+        },
+      });
+      // The clock stands still: nothing refills, so the bucket holds exactly its burst.
+      const clock = new ManualClock(Date.UTC(2026, 10, 1));
+      const policy = { perMinute: 60, burst: 20_000 };
+      const first = createRateLimiter(counted, false, clock);
+      const second = createRateLimiter(counted, false, clock);
+      let allowed = 0;
+      for (let i = 0; i < 19_000; i++) {
+        if ((await (i % 2 === 0 ? first : second).take('partner:busy', policy)).allowed) allowed++;
+      }
+      assert.equal(allowed, 19_000);
+      // Each process doubles its batch from 1 to 1,000 (11 reservations), then takes 1,000 at a time:
+      // at most 2 × 11 + 19 statements. One token more a time, at most 100, took 276.
+      assert.equal(MAX_RESERVATION, 1_000);
+      assert.ok(statements <= 41, `${statements} reservations for 19,000 requests`);
+      // Then until both are refused: the tokens one process still holds are the other's loss, never extra.
+      for (let refusedInARow = 0; refusedInARow < 4; ) {
+        const decision = await (allowed % 2 === 0 ? first : second).take('partner:busy', policy);
+        const other = await (allowed % 2 === 0 ? second : first).take('partner:busy', policy);
+        allowed += Number(decision.allowed) + Number(other.allowed);
+        refusedInARow = decision.allowed || other.allowed ? 0 : refusedInARow + 1;
+      }
+      assert.equal(allowed, policy.burst);
+    });
   });
 }
