@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { randomBase32 } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 
@@ -40,7 +40,7 @@ export function parseKey(key: string): ParsedKey | undefined {
 }
 
 export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
+  return hash('sha256', secret, 'hex');
 }
 
 /** Constant-time comparison of a presented secret's hash (hashSecret) with a stored one. */

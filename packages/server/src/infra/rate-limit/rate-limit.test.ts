@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { ManualClock } from '../clock.ts';
@@ -181,6 +182,16 @@ for (const target of testDatabases()) {
         refusedInARow = decision.allowed || other.allowed ? 0 : refusedInARow + 1;
       }
       assert.equal(allowed, policy.burst);
+    });
+
+    test('the buckets are kept out of the write-ahead log (a commit that only reserved tokens waits for no disk)', async (t) => {
+      const { handle, drop } = await target.create();
+      t.after(drop);
+      await migrateToLatest(handle.db, rateLimitMigrations);
+      const { rows } = await sql<{ relpersistence: string }>`select relpersistence from pg_class where relname = 'rate_limits'`.execute(
+        handle.db,
+      );
+      assert.deepEqual(rows, [{ relpersistence: 'u' }]);
     });
   });
 }
