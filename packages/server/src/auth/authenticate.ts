@@ -1,4 +1,11 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler } from 'fastify';
+import type {
+  FastifyContextConfig,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  HookHandlerDoneFunction,
+  onRequestHookHandler,
+} from 'fastify';
 import fp from 'fastify-plugin';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
@@ -23,25 +30,25 @@ declare module 'fastify' {
  * authenticated response), then the scope. Order matters: an unauthenticated
  * caller never learns about rate limits or scopes.
  *
- * The check is attached to each such route when it is added (like idempotency's hooks), with the
- * route's scope in hand: public routes never run it, and an authenticated request reads no route
- * options (Fastify builds that object anew on every read). Route-level hooks run after the
- * instance's, so the request id and the host check still come first.
+ * The check is attached to each route as it is added (like idempotency's hooks) and reads the route's
+ * own options: an authenticated request reads no `request.routeOptions` (Fastify builds that object
+ * anew on every read). The options are read when a request comes, not when the hook is attached:
+ * plugins registered later may still add to them (test mode marks its routes in an `onRoute` hook of
+ * its own, which runs after this one). Route-level hooks run after the instance's, so the request id
+ * and the host check still come first.
  */
 export const authenticatePlugin = fp(
   async (app: FastifyInstance, opts: { auth: AuthService }) => {
     const { auth } = opts;
     app.addHook('onRoute', (route) => {
-      const scope = route.config?.scope;
-      if (scope === undefined) return;
-      const check: RouteCheck = { auth, scope, testModeOnly: route.config?.testModeOnly === true };
-      const hook: onRequestHookHandler = (request, reply, done) => authenticateRequest(check, request, reply, done);
+      const hook: onRequestHookHandler = (request, reply, done) => authenticateRequest(auth, route, request, reply, done);
       route.onRequest = [...toArray(route.onRequest), hook];
     });
   },
   { name: 'tenantry-authenticate' },
 );
 
+/** What one route asks of a request's authentication. */
 interface RouteCheck {
   auth: AuthService;
   scope: Scope | 'any';
@@ -49,11 +56,23 @@ interface RouteCheck {
 }
 
 /**
- * Callback style with synchronous fast paths and no closure per request: a cached partner and a
- * local rate-limit decision cost no promise. The slow paths (a cache miss, a shared bucket's
- * reservation) wait on promises.
+ * Callback style with synchronous fast paths: a cached partner and a local rate-limit decision cost
+ * no promise and no closure. The slow paths (a cache miss, a shared bucket's reservation) wait on
+ * promises.
  */
-function authenticateRequest(check: RouteCheck, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+function authenticateRequest(
+  auth: AuthService,
+  route: { config?: FastifyContextConfig },
+  request: FastifyRequest,
+  reply: FastifyReply,
+  done: HookHandlerDoneFunction,
+): void {
+  const scope = route.config?.scope;
+  if (scope === undefined) {
+    done();
+    return;
+  }
+  const check: RouteCheck = { auth, scope, testModeOnly: route.config?.testModeOnly === true };
   // Answers to authenticated calls are about one partner's data: no cache on the way keeps them.
   reply.header('cache-control', 'no-store');
   if (sentMoreThanOnce(request.raw.rawHeaders, 'authorization')) {
@@ -62,7 +81,7 @@ function authenticateRequest(check: RouteCheck, request: FastifyRequest, reply: 
   }
   let pending: Promise<void> | undefined;
   try {
-    const principal = check.auth.authenticate(request.headers.authorization, { allowSuspended: true });
+    const principal = auth.authenticate(request.headers.authorization, { allowSuspended: true });
     pending =
       principal instanceof Promise
         ? principal.then((found) => withPrincipal(check, request, reply, found))
