@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { type Kysely, sql } from 'kysely';
 import { createServerDatabase, dropServerDatabase } from '../../../test/harness.ts';
 import { type DatabaseHandle, isDatabaseUnavailable, openDatabase } from './database.ts';
-import { isChangedShape } from './named-statements.ts';
+import { isChangedShape, PreparedTexts } from './named-statements.ts';
 
 const SERVER = process.env.TENANTRY_TEST_DATABASE_URL;
 
@@ -83,4 +83,20 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
       assert.deepEqual((await read()).rows, [{ id: 1, label: null, size: null }], 'the next try runs in the new shape');
     });
   });
+});
+
+test('the statement cache forgets the least recently used text: a use counts as much as the preparing', () => {
+  const texts = new PreparedTexts<string>(3);
+  for (const text of ['a', 'b', 'c']) assert.equal(texts.add(text, `${text}-statement`), undefined);
+  assert.equal(texts.use('a'), 'a-statement');
+  assert.equal(texts.add('d', 'd-statement'), 'b-statement', 'b was used longest ago');
+  assert.equal(texts.use('b'), undefined);
+  assert.equal(texts.use('c'), 'c-statement');
+  assert.equal(texts.add('e', 'e-statement'), 'a-statement');
+  assert.deepEqual(
+    ['c', 'd', 'e'].map((text) => texts.use(text)),
+    ['c-statement', 'd-statement', 'e-statement'],
+  );
+  assert.equal(texts.remove('d'), 'd-statement');
+  assert.equal(texts.add('f', 'f-statement'), undefined, 'room again after a removal');
 });
