@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import {
   assertError,
   createPartner,
@@ -11,6 +12,8 @@ import {
   partnerWithToken,
 } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
+import { KeyUsage } from './key-usage.ts';
+import type { ApiKeyRow } from './keys-store.ts';
 
 for (const target of testDatabases()) {
   describe(`partner authentication [${target.name}]`, () => {
@@ -36,6 +39,22 @@ for (const target of testDatabases()) {
       assert.ok(result.headers.get('x-request-id'));
       const keys = await operatorApi<{ data: { last_used_at: string | null }[] }>(server, 'GET', '/partners/auth-live/keys');
       assert.equal(keys.body.data[0]?.last_used_at, server.clock.now().toISOString(), 'the operator sees when a key was last used');
+    });
+
+    test("keys' last use is written in one statement however many keys were used, past PostgreSQL's 65,535 values", async () => {
+      await createPartner(server, 'auth-many-keys');
+      const db = server.database.db;
+      const used = server.clock.now();
+      // 40,000 keys used within one second: as value pairs, 80,000 values in one statement.
+      await sql`insert into api_keys (kid, partner_id, mode, secret_hash, allow_cidrs, created_at)
+        select 'many' || lpad(g::text, 8, '0'), 'auth-many-keys', 'live', md5(g::text), '{}', ${used.toISOString()}::timestamptz
+        from generate_series(1, 40000) as g`.execute(db);
+      const usage = new KeyUsage(db);
+      for (let i = 1; i <= 40_000; i++) usage.record({ kid: `many${String(i).padStart(8, '0')}`, last_used_at: null } as ApiKeyRow, used);
+      await usage.flush();
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from api_keys
+        where partner_id = 'auth-many-keys' and last_used_at = ${used.toISOString()}::timestamptz`.execute(db);
+      assert.deepEqual(rows, [{ n: 40_000 }]);
     });
 
     test('the form encoding (client_credentials) exchanges too', async () => {

@@ -39,11 +39,16 @@ export class KeyUsage {
     if (this.#pending.size === 0) return this.#flushing;
     const uses = [...this.#pending];
     this.#pending.clear();
+    const kids = uses.map(([kid]) => kid);
+    const ats = uses.map(([, at]) => at.toISOString());
     const write = async () => {
-      // One statement for the batch; a newer stored use (another process's) is never moved back.
+      // One statement for the batch, with the same text and two values however many keys it carries:
+      // prepared once, and never near PostgreSQL's 65,535 values a statement (a list of pairs made one
+      // text per length, and failed past 32,767 keys). A newer stored use (another process's) is never
+      // moved back.
       await sql`
         update api_keys set last_used_at = used.at
-        from (values ${sql.join(uses.map(([kid, at]) => sql`(${kid}, ${at.toISOString()}::timestamptz)`))}) as used (kid, at)
+        from unnest(${kids}::text[], ${ats}::timestamptz[]) as used (kid, at)
         where api_keys.kid = used.kid and (api_keys.last_used_at is null or api_keys.last_used_at < used.at)`.execute(this.#db);
     };
     this.#flushing = this.#flushing.then(write, write);
