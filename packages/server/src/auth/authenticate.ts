@@ -8,6 +8,7 @@ import type {
 } from 'fastify';
 import fp from 'fastify-plugin';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
+import { appendRouteHook } from '../infra/http/route-hooks.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { Scope } from './scopes.ts';
 import { type AuthService, type Principal, partnerSuspended, rateLimited, requireScope } from './service.ts';
@@ -42,7 +43,7 @@ export const authenticatePlugin = fp(
     const { auth } = opts;
     app.addHook('onRoute', (route) => {
       const hook: onRequestHookHandler = (request, reply, done) => authenticateRequest(auth, route, request, reply, done);
-      route.onRequest = [...toArray(route.onRequest), hook];
+      appendRouteHook(route, 'onRequest', hook);
     });
   },
   { name: 'tenantry-authenticate' },
@@ -112,8 +113,6 @@ function admit(check: RouteCheck, reply: FastifyReply, principal: Principal, rat
   if (check.testModeOnly && principal.claims.mode !== 'test') throw notFound('The route');
   if (check.scope !== 'any') requireScope(principal, check.scope);
 }
-
-const toArray = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
 /** Node keeps the first of repeated Authorization headers and drops the rest; a request that repeats it is refused. */
 function sentMoreThanOnce(rawHeaders: string[], name: string): boolean {

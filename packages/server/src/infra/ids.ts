@@ -40,11 +40,7 @@ const PREFIXES = Object.fromEntries(Object.entries(ID_PREFIXES).map(([kind, pref
 export function newId(kind: IdKind, nowMs: number = Date.now()): string {
   if (nowMs > lastMs) {
     lastMs = nowMs;
-    let rest = nowMs;
-    for (let i = TIME_CHARS - 1; i >= 0; i--) {
-      lastChars[i] = CROCKFORD_BYTES[rest % 32] as number;
-      rest = Math.floor(rest / 32);
-    }
+    writeTime(lastChars, nowMs);
     const bytes = randomPool(RANDOM_CHARS);
     for (let i = 0; i < RANDOM_CHARS; i++) {
       const digit = (bytes[i] ?? 0) & 31;
@@ -73,13 +69,18 @@ export function idTimeMs(id: string): number {
 
 /** The smallest id of `kind` minted at `ms`: every id minted at or after `ms` sorts above it. */
 export function idFloor(kind: IdKind, ms: number): string {
-  let time = '';
-  let rest = Math.max(0, Math.floor(ms));
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD.charAt(rest % 32) + time;
+  const time = Buffer.alloc(TIME_CHARS);
+  writeTime(time, Math.max(0, Math.floor(ms)));
+  return `${PREFIXES[kind]}${time.toString('latin1')}${'0'.repeat(RANDOM_CHARS)}`;
+}
+
+/** Writes `ms` as the 10 base-32 characters an id starts with, at the start of `into`. */
+function writeTime(into: Buffer, ms: number): void {
+  let rest = ms;
+  for (let i = TIME_CHARS - 1; i >= 0; i--) {
+    into[i] = CROCKFORD_BYTES[rest % 32] as number;
     rest = Math.floor(rest / 32);
   }
-  return `${ID_PREFIXES[kind]}_${time}${'0'.repeat(RANDOM_CHARS)}`;
 }
 
 /** Random bytes from a pooled buffer: one system call per 256 ids on the request path. */

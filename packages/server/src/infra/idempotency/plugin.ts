@@ -4,6 +4,7 @@ import fp from 'fastify-plugin';
 import type { Kysely } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { ApiError, ERROR_CATALOGUE, type ErrorCode, validationError } from '../errors/catalogue.ts';
+import { appendRouteHook } from '../http/route-hooks.ts';
 import { claimKey, completeKey, type IdempotencyScope, releaseKey } from './store.ts';
 import type { IdempotencyTables } from './tables.ts';
 
@@ -108,8 +109,8 @@ export const idempotencyPlugin = fp(
     app.addHook('onRoute', (route) => {
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       if (!methods.some((method) => MUTATING.has(method))) return;
-      route.preHandler = [...toArray(route.preHandler), claim];
-      route.onSend = [...toArray(route.onSend), store];
+      appendRouteHook(route, 'preHandler', claim);
+      appendRouteHook(route, 'onSend', store);
     });
   },
   { name: 'tenantry-idempotency' },
@@ -125,8 +126,6 @@ function isRetryableError(statusCode: number, body: string): boolean {
     return false;
   }
 }
-
-const toArray = <T>(value: T | T[] | undefined): T[] => (value === undefined ? [] : Array.isArray(value) ? value : [value]);
 
 /** JSON with object keys sorted, so `{"a":1,"b":2}` and `{"b":2,"a":1}` are one request. */
 function canonicalJson(value: unknown): string {
