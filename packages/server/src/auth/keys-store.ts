@@ -15,19 +15,17 @@ export interface KeyWithPartner extends ApiKeyRow {
 }
 
 /** The key and its partner's state, for every token exchange: compiled once (decision 192). */
-const keyWithPartner = precompile(
-  (db: Db, kid: string) =>
-    db
-      .selectFrom('api_keys')
-      .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
-      .selectAll('api_keys')
-      .select(['partners.status as partner_status', 'partners.ready_at as partner_ready_at', 'partners.scopes as partner_scopes'])
-      .where('api_keys.kid', '=', kid),
-  1,
+const keyWithPartner = precompile((db: Db, { kid }: { kid: string }) =>
+  db
+    .selectFrom('api_keys')
+    .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
+    .selectAll('api_keys')
+    .select(['partners.status as partner_status', 'partners.ready_at as partner_ready_at', 'partners.scopes as partner_scopes'])
+    .where('api_keys.kid', '=', kid),
 );
 
 export async function findKeyWithPartner(db: Db, kid: string): Promise<KeyWithPartner | undefined> {
-  return (await keyWithPartner(db, kid))[0];
+  return (await keyWithPartner(db, { kid })).rows[0];
 }
 
 /** What a token exchange checks before its key's bucket is charged in the same statement. */

@@ -1,6 +1,7 @@
 import { type QueryCreator, type Selectable, sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Database, Db } from '../app/database.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type Resources, subtract, ZERO } from './resources.ts';
 import type { PlansTable } from './tables.ts';
@@ -51,15 +52,20 @@ export async function findCapacityRow(db: Db, partnerId: string) {
  * stored (null: all defaults) and the plan's quota (null: no such plan).
  */
 export async function findCapacityAndPlanQuota(db: Db, partnerId: string, planId: string) {
-  return db
-    .selectNoFrom((eb) => [
-      jsonObjectFrom(
-        eb.selectFrom('partner_capacity').select(['pool', 'per_customer_max', 'plans', 'gpu_profiles']).where('partner_id', '=', partnerId),
-      ).as('capacity'),
-      eb.selectFrom('plans').select('quota').where('id', '=', planId).as('plan_quota'),
-    ])
-    .executeTakeFirstOrThrow();
+  const [row] = (await capacityAndPlanQuota(db, { partnerId, planId })).rows;
+  if (!row) throw new Error('a select without FROM answered no row');
+  return row;
 }
+
+/** Every customer's create reads it: compiled once (decision 233). */
+const capacityAndPlanQuota = precompile((db: Db, a: { partnerId: string; planId: string }) =>
+  db.selectNoFrom((eb) => [
+    jsonObjectFrom(
+      eb.selectFrom('partner_capacity').select(['pool', 'per_customer_max', 'plans', 'gpu_profiles']).where('partner_id', '=', a.partnerId),
+    ).as('capacity'),
+    eb.selectFrom('plans').select('quota').where('id', '=', a.planId).as('plan_quota'),
+  ]),
+);
 
 /** A partner's settings, the defaults filled in (a missing list means the whole catalogue). */
 export async function capacitySettings(db: Db, partnerId: string): Promise<CapacitySettings> {
@@ -127,14 +133,17 @@ export function allocationLock(qc: QueryCreator<Database>, partnerId: string, mo
 }
 
 export async function saveAllocation(trx: Db, partnerId: string, mode: KeyMode, allocated: Resources): Promise<void> {
-  await allocationSave(trx, partnerId, mode, allocated).execute();
+  await allocationSave(trx, partnerId, mode, JSON.stringify(allocated)).execute();
 }
 
-/** Writes what is allocated (the capacity lock held), to run alone or as a part of a create's statement. */
-export function allocationSave(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode, allocated: Resources) {
+/**
+ * Writes what is allocated (the capacity lock held; `allocatedJson` is the `Resources` as JSON text), to
+ * run alone or as a part of a create's statement.
+ */
+export function allocationSave(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode, allocatedJson: string) {
   return qc
     .updateTable('capacity_allocations')
-    .set({ allocated: JSON.stringify(allocated) })
+    .set({ allocated: allocatedJson })
     .where('partner_id', '=', partnerId)
     .where('mode', '=', mode);
 }

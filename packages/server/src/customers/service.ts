@@ -8,6 +8,7 @@ import { allocationLock, allocationSave } from '../capacity/store.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { retryOnDeadlock, uniqueViolation } from '../infra/db/database.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -482,34 +483,43 @@ export class CustomerService {
 
 /**
  * A new customer's rows, in one statement (decision 223): the customer, its owner, its first project
- * and its `customer.create` operation. Nobody sees the operation before the commit.
+ * and its `customer.create` operation. Nobody sees the operation before the commit. Compiled once, as
+ * are the create's other statements (decision 233).
  */
-async function insertNewCustomer(
-  trx: Db,
-  rows: { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow },
-): Promise<void> {
-  const writer = trx
-    .with('customer', (qc) => customerInsert(qc, rows.customer))
-    .with('owner', (qc) => userInsert(qc, rows.owner))
-    .with('project', (qc) => projectInsert(qc, rows.project));
-  await operationInsert(writer, rows.operation).execute();
-}
+const insertNewCustomer = precompile(
+  (trx: Db, rows: { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow }) =>
+    operationInsert(
+      trx
+        .with('customer', (qc) => customerInsert(qc, rows.customer))
+        .with('owner', (qc) => userInsert(qc, rows.owner))
+        .with('project', (qc) => projectInsert(qc, rows.project)),
+      rows.operation,
+    ),
+  { rows: ['customer', 'owner', 'project', 'operation'] },
+);
 
 /**
  * Counts the new customer on the partner's row and takes the capacity lock, in one statement: the
  * partner's row first (the main query), then the allocation (a subquery correlated to it), the order
- * every other path locks them in. Answers the partner and what its customers of this mode hold.
+ * every other path locks them in. One shape per mode (each counts its own customers).
  */
+function partnerAndPoolLock(mode: KeyMode) {
+  return precompile((trx: Db, a: { partnerId: string }) =>
+    trx
+      .with('partner', (qc) => newCustomerCounted(qc, a.partnerId, mode))
+      .with('allocation', (qc) => allocationLock(qc, a.partnerId, mode))
+      .selectFrom('partner')
+      .selectAll('partner')
+      .select((eb) =>
+        eb.selectFrom('allocation').select('allocation.allocated').whereRef('allocation.partner_id', '=', 'partner.id').as('allocated'),
+      ),
+  );
+}
+const lockPartnerAndPoolOf = { live: partnerAndPoolLock('live'), test: partnerAndPoolLock('test') };
+
+/** Answers the partner and what its customers of this mode hold, both locked (`partnerAndPoolLock`). */
 async function lockPartnerAndPool(trx: Db, tenant: Tenant): Promise<{ partner: PartnerRow; allocated: Resources }> {
-  const locked = await trx
-    .with('partner', (qc) => newCustomerCounted(qc, tenant.partnerId, tenant.mode))
-    .with('allocation', (qc) => allocationLock(qc, tenant.partnerId, tenant.mode))
-    .selectFrom('partner')
-    .selectAll('partner')
-    .select((eb) =>
-      eb.selectFrom('allocation').select('allocation.allocated').whereRef('allocation.partner_id', '=', 'partner.id').as('allocated'),
-    )
-    .executeTakeFirst();
+  const [locked] = (await lockPartnerAndPoolOf[tenant.mode](trx, { partnerId: tenant.partnerId })).rows;
   if (!locked?.allocated) throw notFound('The partner');
   const { allocated, ...partner } = locked;
   return { partner, allocated };
@@ -518,8 +528,33 @@ async function lockPartnerAndPool(trx: Db, tenant: Tenant): Promise<{ partner: P
 /**
  * Writes the partner's new allocation and asks the create's checks, in one statement run with the
  * partner's lock held (a statement of its own: PostgreSQL takes a statement's snapshot when it starts,
- * so beside the locking update these reads would miss the create that held the lock). The open
- * operations counted include this create's own, so the count goes to one more than `max`.
+ * so beside the locking update these reads would miss the create that held the lock).
+ */
+const allocationWithChecks = precompile(
+  (
+    trx: Db,
+    a: {
+      partnerId: string;
+      mode: KeyMode;
+      scope: string;
+      allocatedJson: string;
+      openUpTo: number;
+      organization: string;
+      namespace: string;
+    },
+  ) =>
+    trx
+      .with('allocation', (qc) => allocationSave(qc, a.partnerId, a.mode, a.allocatedJson))
+      .selectNoFrom((eb) => [
+        openOperationCount(eb, a.partnerId, a.mode, a.openUpTo).as('open_operations'),
+        jsonObjectFrom(projectByNamespace(eb, a.scope, a.organization)).as('project'),
+        customerIdByOrganization(eb, a.scope, a.namespace).as('customer_id'),
+      ]),
+);
+
+/**
+ * `allocationWithChecks` for this create. The open operations counted include this create's own, so
+ * the count goes to one more than `max`.
  */
 async function allocateAndCheck(
   trx: Db,
@@ -527,18 +562,21 @@ async function allocateAndCheck(
   allocated: Resources,
   checks: { organization: string; namespace: string; max: number },
 ) {
-  const taken = await trx
-    .with('allocation', (qc) => allocationSave(qc, tenant.partnerId, tenant.mode, allocated))
-    .selectNoFrom((eb) => [
-      openOperationCount(eb, tenant.partnerId, tenant.mode, checks.max + 1).as('open_operations'),
-      jsonObjectFrom(projectByNamespace(eb, tenant.scope, checks.organization)).as('project'),
-      customerIdByOrganization(eb, tenant.scope, checks.namespace).as('customer_id'),
-    ])
-    .executeTakeFirstOrThrow();
+  const [taken] = (
+    await allocationWithChecks(trx, {
+      partnerId: tenant.partnerId,
+      mode: tenant.mode,
+      scope: tenant.scope,
+      allocatedJson: JSON.stringify(allocated),
+      openUpTo: checks.max + 1,
+      organization: checks.organization,
+      namespace: checks.namespace,
+    })
+  ).rows;
   return {
-    openOperations: Number(taken.open_operations ?? 1) - 1,
-    projectNamedLikeOrganization: taken.project,
-    customerNamedLikeNamespace: taken.customer_id,
+    openOperations: Number(taken?.open_operations ?? 1) - 1,
+    projectNamedLikeOrganization: taken?.project ?? null,
+    customerNamedLikeNamespace: taken?.customer_id ?? null,
   };
 }
 

@@ -5,6 +5,7 @@ import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
 import { newEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import { type FinalOutcome, fail, inOrder, type OperationEngine } from '../operations/engine.ts';
 import type { OperationRow } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
@@ -42,6 +43,45 @@ interface Locked {
   customer: CustomerRow | undefined;
 }
 
+/** The customer being created with its owner and first project as the platform needs them: one read, compiled once (decision 233). */
+const readForCreation = precompile((db: Db, a: { uid: string; project: string }) =>
+  db
+    .selectFrom('customers')
+    .selectAll()
+    .select([
+      jsonObjectFrom(ownerForPlatform(db, a.uid)).as('owner'),
+      jsonObjectFrom(projectForPlatform(db, a.uid, a.project)).as('first_project'),
+    ])
+    .where('uid', '=', a.uid),
+);
+
+/**
+ * The customer settles with its creation, its first project and (when it succeeded) its owner with it:
+ * one statement, which finds the customer only while it is still provisioning and answers it with the
+ * project's view. Two shapes, each compiled once.
+ */
+function settleCreation(to: 'active' | 'failed') {
+  return precompile((trx: Db, a: { uid: string; project: string; now: Date }) => {
+    let writer = trx
+      .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
+      .with('project', (qc) =>
+        settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now).where(
+          sql<boolean>`exists (select 1 from settled)`,
+        ),
+      );
+    if (to === 'active') {
+      writer = writer.with('owner', (qc) => ownerReadyUpdate(qc, a.uid, a.now).where(sql<boolean>`exists (select 1 from settled)`));
+    }
+    return writer
+      .selectFrom('settled')
+      .leftJoin('project', (join) => join.onTrue())
+      .select(['settled.uid', 'settled.status'])
+      .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const));
+  });
+}
+const settleCreated = settleCreation('active');
+const settleFailedCreation = settleCreation('failed');
+
 /** The platform's view of a customer's quota and plan. */
 export const quotaSpec = (customer: CustomerRow) => ({
   planId: customer.plan_id,
@@ -60,15 +100,7 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
     // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
     async advance(op, ctx) {
       // The customer with its owner and first project as the platform needs them: one read.
-      const found = await db
-        .selectFrom('customers')
-        .selectAll()
-        .select([
-          jsonObjectFrom(ownerForPlatform(db, op.customer_uid)).as('owner'),
-          jsonObjectFrom(projectForPlatform(db, op.customer_uid, op.project ?? 'default')).as('first_project'),
-        ])
-        .where('uid', '=', op.customer_uid)
-        .executeTakeFirst();
+      const [found] = (await readForCreation(db, { uid: op.customer_uid, project: op.project ?? 'default' })).rows;
       if (!found) return fail('CUSTOMER_DELETED');
       const { owner, first_project: project, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
@@ -89,26 +121,9 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
       let final: FinalOutcome = outcome;
       // The customer settles with its creation, its first project and a ready one's owner with it: one
       // statement, which finds the customer only while it is still provisioning.
-      const to = final.state === 'done' ? 'active' : 'failed';
       const projectName = op.project ?? 'default';
-      let writer = trx
-        .with('settled', (qc) => settleProvisioningCustomer(qc, op.customer_uid, to, ctx.now))
-        .with('project', (qc) =>
-          settleProvisioningProject(qc, op.customer_uid, projectName, to === 'active' ? 'ready' : 'failed', ctx.now).where(
-            sql<boolean>`exists (select 1 from settled)`,
-          ),
-        );
-      if (to === 'active') {
-        writer = writer.with('owner', (qc) =>
-          ownerReadyUpdate(qc, op.customer_uid, ctx.now).where(sql<boolean>`exists (select 1 from settled)`),
-        );
-      }
-      const settled = await writer
-        .selectFrom('settled')
-        .leftJoin('project', (join) => join.onTrue())
-        .select(['settled.uid', 'settled.status'])
-        .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const))
-        .executeTakeFirst();
+      const settle = final.state === 'done' ? settleCreated : settleFailedCreation;
+      const [settled] = (await settle(trx, { uid: op.customer_uid, project: projectName, now: ctx.now })).rows;
       let state: EventData<'customer.ready'>['state'];
       let project: Project | null = null;
       if (settled) {

@@ -48,10 +48,7 @@ export function customerWithProjectsQuery(db: Db, owner: Owner, id: string) {
 }
 
 /** `GET /customers/{id}` runs thousands of times a second: its statement is compiled once. */
-const readCustomerWithProjects = precompile(
-  (query: Db, partnerId: string, mode: KeyMode, id: string) => customerWithProjectsQuery(query, { partnerId, mode }, id),
-  3,
-);
+const readCustomerWithProjects = precompile((query: Db, args: Owner & { id: string }) => customerWithProjectsQuery(query, args, args.id));
 
 /** The customer with its projects, in one read: the single-customer read is a hot path. */
 export async function findCustomerWithProjects(
@@ -59,7 +56,7 @@ export async function findCustomerWithProjects(
   owner: Owner,
   id: string,
 ): Promise<(CustomerRow & { projects: ProjectRow[] }) | undefined> {
-  const [row] = await readCustomerWithProjects(db, owner.partnerId, owner.mode, id);
+  const [row] = (await readCustomerWithProjects(db, { partnerId: owner.partnerId, mode: owner.mode, id })).rows;
   if (!row) return undefined;
   // JSON carries timestamps as strings.
   const projects = row.projects.map((p) => ({ ...p, created_at: new Date(p.created_at), updated_at: new Date(p.updated_at) }));

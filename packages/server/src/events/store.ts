@@ -3,7 +3,7 @@ import type { Database, Db } from '../app/database.ts';
 import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import { initialDeliveryState } from '../webhooks/store.ts';
+import { eventFamily, initialDeliveryState } from '../webhooks/store.ts';
 import { EVENT_DATA, type EventData, type EventName } from './payloads.ts';
 import type { DeliveryState } from './tables.ts';
 
@@ -70,19 +70,48 @@ export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<
  * listeners hear of it as they do of `recordEvent`'s.
  */
 export function eventInsert<T extends EventType>(qc: QueryCreator<Database>, event: NewEvent<T>) {
-  return qc.insertInto('events').values(eventRow(event)).returning('delivery_state');
+  return boundEventInsert(qc, eventValues(event));
 }
 
-function eventRow<T extends EventType>(event: NewEvent<T>) {
+/** A new event's row as the values its insert binds: the arguments of a statement compiled once (decision 233). */
+export interface EventValues {
+  eventId: string;
+  eventPartnerId: string;
+  eventMode: KeyMode;
+  eventType: EventType;
+  /** `eventFamily(eventType)`, bound apart. */
+  eventFamily: string;
+  /** The payload as JSON text. */
+  eventData: string;
+  eventAt: Date;
+}
+
+export function eventValues<T extends EventType>(event: NewEvent<T>): EventValues {
   return {
-    id: newId('delivery'),
-    partner_id: event.partnerId,
-    mode: event.mode,
-    type: event.type,
-    data: JSON.stringify(event.data),
-    created_at: event.at,
-    delivery_state: initialDeliveryState(event.partnerId, event.mode, event.type),
+    eventId: newId('delivery'),
+    eventPartnerId: event.partnerId,
+    eventMode: event.mode,
+    eventType: event.type,
+    eventFamily: eventFamily(event.type),
+    eventData: JSON.stringify(event.data),
+    eventAt: event.at,
   };
+}
+
+/** `eventInsert` of values given one by one (each only bound): what a precompiled statement builds. */
+export function boundEventInsert(qc: QueryCreator<Database>, v: EventValues) {
+  return qc
+    .insertInto('events')
+    .values({
+      id: v.eventId,
+      partner_id: v.eventPartnerId,
+      mode: v.eventMode,
+      type: v.eventType,
+      data: v.eventData,
+      created_at: v.eventAt,
+      delivery_state: initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily),
+    })
+    .returning('delivery_state');
 }
 
 const STREAM_COLUMNS = ['id', 'type', 'created_at', 'partner_id', 'data'] as const;

@@ -1,6 +1,7 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
-import { announceRecordedEvent, eventInsert, type NewEvent } from '../events/store.ts';
+import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -268,6 +269,41 @@ export async function scheduleNextLook(
   return result.numUpdatedRows > 0n;
 }
 
+/** What an operation's outcome writes, as bound values. */
+interface OutcomeValues {
+  id: string;
+  owner: string;
+  status: OperationRow['status'];
+  now: Date;
+  errorCode: FailureCode | null;
+  errorMessage: string | null;
+}
+
+const outcomeSet = (a: OutcomeValues) => ({
+  status: a.status,
+  updated_at: a.now,
+  finished_at: a.now,
+  error_code: a.errorCode,
+  error_message: a.errorMessage,
+  lease_owner: null,
+  lease_until: null,
+  last_problem: null,
+});
+
+/** Every operation ends through one of these two statements: compiled once (decision 233). */
+const recordOutcome = precompile((db: Db, a: OutcomeValues) =>
+  db.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.owner),
+);
+const recordOutcomeWithEvent = precompile((db: Db, a: OutcomeValues & EventValues) =>
+  db
+    .with('event', (qc) => boundEventInsert(qc, a))
+    .updateTable('operations')
+    .set(outcomeSet(a))
+    .where('id', '=', a.id)
+    .where('lease_owner', '=', a.owner)
+    .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
+);
+
 /**
  * Records an operation's outcome (its lease given back), and the event announcing it when there is
  * one, in one statement of the finishing transaction (decision 223), only while `owner` holds the
@@ -283,28 +319,16 @@ export async function finishOperation(
   event?: NewEvent,
 ): Promise<boolean> {
   const failed = outcome.state === 'failed' ? outcome : undefined;
-  const set = {
+  const values: OutcomeValues = {
+    id: op.id,
+    owner,
     status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
-    updated_at: now,
-    finished_at: now,
-    error_code: failed?.code ?? null,
-    error_message: failed?.message ?? null,
-    lease_owner: null,
-    lease_until: null,
-    last_problem: null,
+    now,
+    errorCode: failed?.code ?? null,
+    errorMessage: failed?.message ?? null,
   };
-  if (!event) {
-    const result = await trx.updateTable('operations').set(set).where('id', '=', op.id).where('lease_owner', '=', owner).executeTakeFirst();
-    return result.numUpdatedRows > 0n;
-  }
-  const finished = await trx
-    .with('event', (qc) => eventInsert(qc, event))
-    .updateTable('operations')
-    .set(set)
-    .where('id', '=', op.id)
-    .where('lease_owner', '=', owner)
-    .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'))
-    .executeTakeFirst();
+  if (!event) return (await recordOutcome(trx, values)).numAffectedRows !== 0n;
+  const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
   if (!finished) return false;
   announceRecordedEvent(finished.delivery_state);
   return true;

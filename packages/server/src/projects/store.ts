@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Project, toProject } from './schemas.ts';
@@ -87,8 +88,13 @@ export async function setProjectState(trx: Db, row: ProjectRow, to: ProjectRow['
 
 /** Records the address range the platform reserved for the project (the same one on every repeat). */
 export async function recordAddressRange(db: Db, uid: string, cidr: string): Promise<void> {
-  await db.updateTable('projects').set({ cidr }).where('uid', '=', uid).where('cidr', 'is', null).execute();
+  await recordCidr(db, { uid, cidr });
 }
+
+/** Every project's provisioning records its range: compiled once (decision 233). */
+const recordCidr = precompile((db: Db, a: { uid: string; cidr: string }) =>
+  db.updateTable('projects').set({ cidr: a.cidr }).where('uid', '=', a.uid).where('cidr', 'is', null),
+);
 
 export async function removeProject(trx: Db, uid: string): Promise<void> {
   await trx.deleteFrom('projects').where('uid', '=', uid).execute();

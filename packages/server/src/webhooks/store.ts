@@ -32,16 +32,19 @@ export async function findDeliveryTargets(db: Db, partnerIds: readonly string[])
  * The delivery state a new event starts in, decided in the transaction that records it: `pending`
  * when its partner's receiver (of its mode) is enabled and its filter takes the event, `skipped`
  * otherwise. The filter rule is `filterMatches` (event-filter.ts) in SQL. A configuration changed
- * before the delivery is sent is checked again then.
+ * before the delivery is sent is checked again then. `family` is the event's (`eventFamily`), given
+ * apart for a statement compiled once, where every value is bound.
  */
-export function initialDeliveryState(partnerId: string, mode: KeyMode, event: string) {
-  const family = `${event.split('.')[0]}.*`;
+export function initialDeliveryState(partnerId: string, mode: KeyMode, event: string, family = eventFamily(event)) {
   return sql<DeliveryState>`(case when exists (
       select 1 from webhooks w
       where w.partner_id = ${partnerId} and w.mode = ${mode} and w.enabled
         and (cardinality(w.events) = 0 or w.events && array['*', ${event}, ${family}]::text[])
     ) then 'pending' else 'skipped' end)`;
 }
+
+/** The filter entry naming every event of `event`'s kind: `customer.*` for `customer.ready`. */
+export const eventFamily = (event: string) => `${event.split('.')[0]}.*`;
 
 export const targetKey = (partnerId: string, mode: KeyMode) => `${partnerId}/${mode}`;
 

@@ -9,16 +9,23 @@ interface Tables {
   things: { id: string; owner: string; size: number };
 }
 
-const bySizeAndOwner = precompile(
-  (q: Kysely<Tables>, owner: string, minSize: number) =>
-    q
-      .selectFrom('things')
-      .select(['id', 'size'])
-      .where('owner', '=', owner)
-      .where('size', '>=', minSize)
-      .where('id', '!=', 'hidden')
-      .orderBy('id'),
-  2,
+const bySizeAndOwner = precompile((q: Kysely<Tables>, args: { owner: string; minSize: number }) =>
+  q
+    .selectFrom('things')
+    .select(['id', 'size'])
+    .where('owner', '=', args.owner)
+    .where('size', '>=', args.minSize)
+    .where('id', '!=', 'hidden')
+    .orderBy('id'),
+);
+
+/** A write: the same argument bound twice, and the count of rows it changed. */
+const grow = precompile((q: Kysely<Tables>, args: { owner: string; by: number }) =>
+  q
+    .updateTable('things')
+    .set((eb) => ({ size: eb('size', '+', args.by) }))
+    .where('owner', '=', args.owner)
+    .where('size', '<', args.by),
 );
 
 for (const target of testDatabases()) {
@@ -49,17 +56,62 @@ for (const target of testDatabases()) {
     after(() => drop?.());
 
     test('each run binds its own arguments; constants of the query stay', async () => {
-      assert.deepEqual(await bySizeAndOwner(handle.db, 'ann', 0), [
+      const rows = async (owner: string, minSize: number) => (await bySizeAndOwner(handle.db, { owner, minSize })).rows;
+      assert.deepEqual(await rows('ann', 0), [
         { id: 'a', size: 1 },
         { id: 'b', size: 5 },
       ]);
-      assert.deepEqual(await bySizeAndOwner(handle.db, 'ann', 2), [{ id: 'b', size: 5 }]);
-      assert.deepEqual(await bySizeAndOwner(handle.db, 'bob', 0), [{ id: 'c', size: 9 }]);
+      assert.deepEqual(await rows('ann', 2), [{ id: 'b', size: 5 }]);
+      assert.deepEqual(await rows('bob', 0), [{ id: 'c', size: 9 }]);
+    });
+
+    test('a write answers the rows it changed, its argument bound wherever the query uses it', async () => {
+      await handle.db.transaction().execute(async (trx) => {
+        const changed = await grow(trx, { owner: 'bob', by: 10 });
+        assert.equal(changed.numAffectedRows, 1n);
+        assert.deepEqual(await trx.selectFrom('things').select('size').where('id', '=', 'c').execute(), [{ size: 19 }]);
+        assert.equal((await grow(trx, { owner: 'bob', by: 10 })).numAffectedRows, 0n);
+        await trx.updateTable('things').set({ size: 9 }).where('id', '=', 'c').execute();
+      });
+    });
+
+    test('a row argument binds each of its fields', async () => {
+      const insert = precompile((q: Kysely<Tables>, args: { thing: Tables['things'] }) => q.insertInto('things').values(args.thing), {
+        rows: ['thing'],
+      });
+      await handle.db.transaction().execute(async (trx) => {
+        await insert(trx, { thing: { id: 'd', owner: 'dan', size: 3 } });
+        await insert(trx, { thing: { id: 'e', owner: 'eve', size: 4 } });
+        assert.deepEqual(await trx.selectFrom('things').selectAll().where('id', 'in', ['d', 'e']).orderBy('id').execute(), [
+          { id: 'd', owner: 'dan', size: 3 },
+          { id: 'e', owner: 'eve', size: 4 },
+        ]);
+        await trx.deleteFrom('things').where('id', 'in', ['d', 'e']).execute();
+      });
     });
 
     test('an argument that does not end up as a bound value is refused, not silently ignored', async () => {
-      const shapeFromArgument = precompile((q: Kysely<Tables>, _unused: string) => q.selectFrom('things').select('id'), 1);
-      await assert.rejects(shapeFromArgument(handle.db, 'x'), /argument 0 is not a bound value/);
+      // A row of which a field is not bound.
+      const partly = precompile(
+        (q: Kysely<Tables>, args: { thing: Tables['things'] }) => q.selectFrom('things').select('size').where('id', '=', args.thing.id),
+        { rows: ['thing'] },
+      );
+      await assert.rejects(partly(handle.db, { thing: { id: 'a', owner: 'ann', size: 1 } }), /argument "thing" is not a bound value/);
+      const unused = precompile((q: Kysely<Tables>, _args: { owner: string }) => q.selectFrom('things').select('id'));
+      await assert.rejects(unused(handle.db, { owner: 'x' }), /argument "owner" is not a bound value/);
+      // Read to choose the shape: the stand-in is never equal to a value, so the shape would be wrong.
+      const shaped = precompile((q: Kysely<Tables>, args: { owner: string; all: boolean }) =>
+        q
+          .selectFrom('things')
+          .select('id')
+          .$if(!args.all, (s) => s.where('owner', '=', args.owner)),
+      );
+      await assert.rejects(shaped(handle.db, { owner: 'ann', all: true }), /argument "all" is not a bound value/);
+      // Read as an object: its fields would be constants of the query.
+      const nested = precompile((q: Kysely<Tables>, args: { thing: { id: string } }) =>
+        q.selectFrom('things').select('size').where('id', '=', args.thing.id),
+      );
+      await assert.rejects(nested(handle.db, { thing: { id: 'a' } }), /argument "thing" is not a bound value/);
     });
   });
 }

@@ -1,4 +1,13 @@
-import { type Compilable, CompiledQuery, DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
+import {
+  type Compilable,
+  CompiledQuery,
+  DummyDriver,
+  Kysely,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  type QueryResult,
+} from 'kysely';
 
 /** Compiles PostgreSQL and never connects. */
 const compiler = new Kysely<unknown>({
@@ -12,40 +21,105 @@ const compiler = new Kysely<unknown>({
 
 /** Stands for an argument while a query is compiled; replaced by the argument's value on each run. */
 class Slot {
-  readonly index: number;
-  constructor(index: number) {
-    this.index = index;
+  readonly name: string;
+  /** The field of a row argument this stands for. */
+  readonly field: string | undefined;
+  constructor(name: string, field?: string) {
+    this.name = name;
+    this.field = field;
   }
 }
 
+interface Compiled {
+  sql: string;
+  parameters: readonly unknown[];
+  /** For each parameter, the argument (or row argument's field) it takes, or undefined for a constant of the query. */
+  slots: Array<Slot | undefined>;
+}
+
+export interface PrecompileOptions<Args> {
+  /**
+   * Arguments that are rows (`insertInto(…).values(args.row)`): each field is a bound value of its own,
+   * and the row's fields are those of the first run's row (a typed row always has the same). A field
+   * given as `undefined` is written as null, not left to the column's default as Kysely would.
+   */
+  rows?: ReadonlyArray<keyof Args & string>;
+}
+
 /**
- * A query built and compiled once, then run with new argument values: for a hot read that runs
- * thousands of times a second, Kysely's building and compiling (about 10 µs for a read with a
- * subquery) is paid once instead of per request (decision 192). `build` receives stand-ins for its
- * arguments and must use each only as a bound value (`where(column, '=', id)`), never to choose the
- * query's shape; a stand-in used any other way fails at compile time.
+ * A query built and compiled once, then run with each call's arguments: for a statement that runs
+ * thousands of times a second, Kysely's building and compiling (10–20 µs for a statement with a
+ * subquery or a few CTEs, more under a busy process's garbage collection) is paid once instead of per
+ * run (decisions 192, 233).
+ *
+ * `build` receives stand-ins for its named arguments and must use each only as a bound value
+ * (`where('uid', '=', args.uid)`, a column's value in `values({...})` or `set({...})`, a `sql`
+ * template's value), never to choose the query's shape or as an object to read further: an argument
+ * read by `build` that does not end up as a bound value (`args.to === 'active'`, `args.row.uid`,
+ * `JSON.stringify(args.attrs)`) is refused at the first run, and so is one passed then that `build`
+ * never binds (a filter forgotten). A statement with a few shapes is a few precompiled queries,
+ * chosen by the caller. Whatever varies between runs must come in through `args`: a value `build`
+ * makes itself (`newId()`, `new Date()`) is compiled in as a constant.
+ *
+ * A row to insert is one argument named in `options.rows`; each of its fields is bound apart.
  */
-export function precompile<DB, Args extends unknown[], Row>(
-  build: (query: Kysely<DB>, ...args: Args) => Compilable<Row>,
-  arity: Args['length'],
-): (db: Kysely<DB>, ...args: Args) => Promise<Row[]> {
-  let compiled: { sql: string; parameters: readonly unknown[]; slots: Array<number | undefined> } | undefined;
-  return async (db, ...args) => {
+export function precompile<DB, Args extends object, Row>(
+  build: (query: Kysely<DB>, args: Args) => Compilable<Row>,
+  options: PrecompileOptions<Args> = {},
+): (db: Kysely<DB>, args: Args) => Promise<QueryResult<Row>> {
+  let compiled: Compiled | undefined;
+  return (db, args) => {
     if (!compiled) {
-      const slots = Array.from({ length: arity }, (_, i) => new Slot(i));
-      const query = build(compiler as Kysely<DB>, ...(slots as unknown as Args)).compile();
-      const positions = query.parameters.map((value) => (value instanceof Slot ? value.index : undefined));
-      for (let i = 0; i < arity; i++) {
-        if (!positions.includes(i)) throw new Error(`precompile: argument ${i} is not a bound value of the query`);
+      try {
+        compiled = compileWithSlots(build, args, new Set(options.rows));
+      } catch (error) {
+        return Promise.reject(error);
       }
-      compiled = { sql: query.sql, parameters: query.parameters, slots: positions };
     }
     const { sql, parameters, slots } = compiled;
-    const values = parameters.map((value, i) => {
+    const given = args as Record<string, Record<string, unknown>>;
+    const values = new Array<unknown>(parameters.length);
+    for (let i = 0; i < parameters.length; i++) {
       const slot = slots[i];
-      return slot === undefined ? value : args[slot];
-    });
-    const result = await db.executeQuery<Row>(CompiledQuery.raw(sql, values));
-    return result.rows;
+      if (slot === undefined) values[i] = parameters[i];
+      else if (slot.field === undefined) values[i] = given[slot.name];
+      else values[i] = given[slot.name]?.[slot.field];
+    }
+    return db.executeQuery<Row>(CompiledQuery.raw(sql, values));
   };
+}
+
+/**
+ * Compiles `build` with stand-ins for the first run's `args`: every argument read, and every one given
+ * (each field of a row), must end up a bound value.
+ */
+function compileWithSlots<DB, Args extends object, Row>(
+  build: (query: Kysely<DB>, args: Args) => Compilable<Row>,
+  args: Args,
+  rows: ReadonlySet<string>,
+): Compiled {
+  const expected = new Map<string, Slot[]>();
+  const standIn = (name: string): unknown => {
+    if (!rows.has(name)) {
+      const slot = new Slot(name);
+      expected.set(name, [slot]);
+      return slot;
+    }
+    const fields = Object.keys((args as Record<string, object>)[name] ?? {});
+    const slots = fields.map((field) => new Slot(name, field));
+    expected.set(name, slots);
+    return Object.fromEntries(slots.map((slot) => [slot.field, slot]));
+  };
+  const stand = new Proxy({} as Args, {
+    get: (_target, name) => (typeof name === 'string' ? standIn(name) : undefined),
+  });
+  const query = build(compiler as Kysely<DB>, stand).compile();
+  const slots = query.parameters.map((value) => (value instanceof Slot ? value : undefined));
+  const bound = new Set(slots.map((slot) => slot && `${slot.name}.${slot.field}`));
+  for (const name of Object.keys(args)) if (!expected.has(name)) standIn(name);
+  for (const [name, expectedSlots] of expected) {
+    if (expectedSlots.length === 0 || expectedSlots.some((slot) => !bound.has(`${slot.name}.${slot.field}`)))
+      throw new Error(`precompile: argument "${name}" is not a bound value of the query`);
+  }
+  return { sql: query.sql, parameters: query.parameters, slots };
 }

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { type Expression, type Kysely, type RawBuilder, type Selectable, sql } from 'kysely';
+import { precompile } from '../../infra/db/precompiled.ts';
 import { failureMessage, isFailureCode } from '../failures.ts';
 import {
   type AddressRange,
@@ -66,6 +67,65 @@ const OBJECT_COLUMNS = ['ready_at', 'failure_code', 'failure_message', 'gone_at'
 
 /** Where the sandbox keeps a caller's names: one live platform for everyone, a sandbox of its own for each partner's test mode. */
 const scopeOf = (ctx: PlatformContext): SandboxScope => (ctx.mode === 'live' ? 'live' : `test:${ctx.partnerId}`);
+
+/**
+ * A new object, or the one already there (a repeat after a crash finds the first insert's object: the
+ * same outcome, never a second failure): one statement, compiled once (decision 233).
+ */
+const insertObject = precompile(
+  (
+    db: Kysely<SandboxTables>,
+    a: {
+      scope: SandboxScope;
+      kind: SandboxObjectKind;
+      name: string;
+      organization: string;
+      readyAt: Date;
+      failureCode: string | null;
+      failureMessage: string | null;
+      attrs: string;
+    },
+  ) =>
+    db
+      .with('added', (qc) =>
+        qc
+          .insertInto('sandbox_objects')
+          .values({
+            platform_scope: a.scope,
+            kind: a.kind,
+            name: a.name,
+            organization: a.organization,
+            ready_at: a.readyAt,
+            failure_code: a.failureCode,
+            failure_message: a.failureMessage,
+            gone_at: null,
+            attrs: a.attrs,
+          })
+          .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
+          .returning(OBJECT_COLUMNS),
+      )
+      .selectFrom('added')
+      .select(OBJECT_COLUMNS)
+      .unionAll((eb) =>
+        eb
+          .selectFrom('sandbox_objects')
+          .select(OBJECT_COLUMNS)
+          .where('platform_scope', '=', a.scope)
+          .where('kind', '=', a.kind)
+          .where('name', '=', a.name)
+          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('added').select('ready_at')))),
+      ),
+);
+
+/** An organization's plan and quota merged into its attributes (a quota applied). */
+const mergeOrganizationAttrs = precompile((db: Kysely<SandboxTables>, a: { scope: SandboxScope; name: string; attrs: string }) =>
+  db
+    .updateTable('sandbox_objects')
+    .set({ attrs: sql`attrs || ${a.attrs}::jsonb` })
+    .where('platform_scope', '=', a.scope)
+    .where('kind', '=', 'organization')
+    .where('name', '=', a.name),
+);
 
 /**
  * The simulated platform of CONTRACT §8, kept in tables of its own: its organizations, projects
@@ -283,16 +343,12 @@ export class SandboxPlatform implements Platform {
 
   async applyQuota(ctx: PlatformContext, org: OrganizationRef, quota: QuotaSpec): Promise<Progress> {
     await this.#latency(ctx);
-    const updated = await this.#db
-      .updateTable('sandbox_objects')
-      .set({
-        attrs: sql`attrs || ${JSON.stringify({ plan_id: quota.planId, quota: quota.quota, project_caps: quota.projectCaps })}::jsonb`,
-      })
-      .where('platform_scope', '=', scopeOf(ctx))
-      .where('kind', '=', 'organization')
-      .where('name', '=', org.organization)
-      .executeTakeFirst();
-    if (updated.numUpdatedRows === 0n)
+    const updated = await mergeOrganizationAttrs(this.#db, {
+      scope: scopeOf(ctx),
+      name: org.organization,
+      attrs: JSON.stringify({ plan_id: quota.planId, quota: quota.quota, project_caps: quota.projectCaps }),
+    });
+    if (updated.numAffectedRows === 0n)
       return { state: 'failed', code: 'UPSTREAM_NOT_FOUND', message: `Organization ${org.organization} does not exist.` };
     return { state: 'done' };
   }
@@ -501,27 +557,18 @@ export class SandboxPlatform implements Platform {
     };
     // One statement: the new object, or the one already there (a repeat after a crash finds the first
     // insert's object: the same outcome, never a second failure).
-    const scope = scopeOf(ctx);
-    const found = await this.#db
-      .with('added', (db) =>
-        db
-          .insertInto('sandbox_objects')
-          .values({ platform_scope: scope, kind, name, organization, ...row, attrs: JSON.stringify(attrs) })
-          .onConflict((oc) => oc.columns(['platform_scope', 'kind', 'name']).doNothing())
-          .returning(OBJECT_COLUMNS),
-      )
-      .selectFrom('added')
-      .select(OBJECT_COLUMNS)
-      .unionAll((eb) =>
-        eb
-          .selectFrom('sandbox_objects')
-          .select(OBJECT_COLUMNS)
-          .where('platform_scope', '=', scope)
-          .where('kind', '=', kind)
-          .where('name', '=', name)
-          .where(({ not, exists, selectFrom }) => not(exists(selectFrom('added').select('ready_at')))),
-      )
-      .executeTakeFirst();
+    const [found] = (
+      await insertObject(this.#db, {
+        scope: scopeOf(ctx),
+        kind,
+        name,
+        organization,
+        readyAt: row.ready_at,
+        failureCode: row.failure_code,
+        failureMessage: row.failure_message,
+        attrs: JSON.stringify(attrs),
+      })
+    ).rows;
     // Another look inserting it at the same moment: that insert was not there when this one began.
     return found ?? (await this.#object(ctx, kind, name)) ?? row;
   }
