@@ -1,26 +1,33 @@
 /**
- * (e) Operation throughput on the sandbox with no delay: `count` concurrent `POST /customers`, then
- * until the engine has finished every `customer.create`. Reports creates answered per second and
- * operations completed per second (goal: 500 on PostgreSQL). `BENCH_ONLY=operations` runs this part
+ * (e) Operation throughput on the sandbox with no delay: `count` concurrent `POST /customers` (of one
+ * partner, or spread over BENCH_PARTNERS), then until the engine has finished every `customer.create`.
+ * Reports creates answered per second and operations completed per second (goal: 500 on PostgreSQL). `BENCH_ONLY=operations` runs this part
  * alone, on a server of its own; the api part runs it first to make the customers it reads.
  */
 import { spawnServe } from '../test/serve-process.ts';
 import { benchServeEnv, cpuTimeUs, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
+/** The partners the creations are spread over (BENCH_PARTNERS): one partner's creates take its row in turn. */
+const PARTNERS = Math.max(1, Number(process.env.BENCH_PARTNERS ?? 1));
 
 type Api = (method: string, path: string, body?: unknown) => Promise<Response>;
 
-/** Creates `<prefix>-0` … `<prefix>-<count-1>` at once; answers how many were not accepted (202). */
-async function createAtOnce(api: Api, prefix: string, count: number): Promise<number> {
+/**
+ * Creates `<prefix>-0` … `<prefix>-<count-1>` at once, spread over the partners of `apis` in turn;
+ * answers how many were not accepted (202).
+ */
+async function createAtOnce(apis: Api | Api[], prefix: string, count: number): Promise<number> {
+  const all = Array.isArray(apis) ? apis : [apis];
   const answers = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      api('POST', '/customers', { id: `${prefix}-${i}`, owner: { username: 'owner', email: `owner@${prefix}-${i}.example` } }).then(
-        async (r) => {
-          await r.arrayBuffer();
-          return r.status;
-        },
-      ),
+      (all[i % all.length] as Api)('POST', '/customers', {
+        id: `${prefix}-${i}`,
+        owner: { username: 'owner', email: `owner@${prefix}-${i}.example` },
+      }).then(async (r) => {
+        await r.arrayBuffer();
+        return r.status;
+      }),
     ),
   );
   return answers.filter((status) => status !== 202).length;
@@ -35,15 +42,20 @@ async function untilProvisioned(api: Api): Promise<void> {
   }
 }
 
-/** Creates `burst-0` … `burst-<count-1>` at once and waits for all of them to be provisioned. */
-export async function burstCreates(label: string, api: Api, count: number): Promise<string> {
+/**
+ * Creates `burst-0` … `burst-<count-1>` at once (spread over the partners of `apis`) and waits for all
+ * of them to be provisioned.
+ */
+export async function burstCreates(label: string, apis: Api | Api[], count: number): Promise<string> {
+  const all = Array.isArray(apis) ? apis : [apis];
   const started = performance.now();
-  const refused = await createAtOnce(api, 'burst', count);
+  const refused = await createAtOnce(all, 'burst', count);
   const acceptedMs = performance.now() - started;
-  await untilProvisioned(api);
+  for (const api of all) await untilProvisioned(api);
   const doneMs = performance.now() - started;
+  const over = all.length > 1 ? ` over ${all.length} partners` : '';
   return (
-    `${label}: (e) ${count} concurrent creates: all answered in ${Math.round(acceptedMs)} ms (${Math.round((count * 1000) / acceptedMs)} creates/s, ${refused} not 202); ` +
+    `${label}: (e) ${count} concurrent creates${over}: all answered in ${Math.round(acceptedMs)} ms (${Math.round((count * 1000) / acceptedMs)} creates/s, ${refused} not 202); ` +
     `all operations succeeded after ${Math.round(doneMs)} ms (${Math.round((count * 1000) / doneMs)} operations completed/s; goal 500 on PostgreSQL)`
   );
 }
@@ -81,10 +93,14 @@ export async function benchOperations(label: string, env: Record<string, string>
   const lines: string[] = [];
   const server = await spawnServe(benchServeEnv(env, workerEnv), { keepOutput: false });
   try {
-    const { api } = await benchPartner(server, 'bench');
+    const partners = await Promise.all(Array.from({ length: PARTNERS }, (_, i) => benchPartner(server, i === 0 ? 'bench' : `bench-${i}`)));
     const pid = server.child.pid ?? 0;
     const cpuBefore = cpuTimeUs(pid);
-    const line = await burstCreates(label, api, CREATIONS);
+    const line = await burstCreates(
+      label,
+      partners.map((partner) => partner.api),
+      CREATIONS,
+    );
     // What a customer costs the server, from its create to its operation's end (the bench's polls included).
     const cpuPerCustomer = Math.round((cpuTimeUs(pid) - cpuBefore) / CREATIONS);
     lines.push(`${line}; server CPU ${cpuPerCustomer} µs a customer`);

@@ -120,10 +120,15 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const rateLimiter = createRateLimiter(db, embedded, clock);
   const keyUsage = new KeyUsage(db);
   const logger = options.logger;
+  // The sandbox stands in for a platform of its own: its objects commit without waiting for the disk
+  // (decision 234); an operation that loses them to a database crash makes them again.
+  const sandboxDb = await database.asynchronousCommit((reason) =>
+    logger.warn({ reason }, "the sandbox's writes wait for the disk: asynchronous commit is not available"),
+  );
   // Test mode always runs on the sandbox; live mode on the configured driver. Every platform call
   // passes the router's guard: none may be made with a database transaction open.
   const sandbox = new SandboxPlatform({
-    db,
+    db: sandboxDb,
     delayMs: options.sandboxDelayMs,
     addressRanges: options.sandboxAddressRanges,
     callMs: options.sandboxCallMs,

@@ -17,6 +17,17 @@ export interface DatabaseHandle<DB = unknown> {
    * after migrations, now and then, and on close. A no-op for other databases.
    */
   secureFiles(): void;
+  /**
+   * The same database through connections whose commits do not wait for the write-ahead log to reach
+   * the disk (PostgreSQL's asynchronous commit, `synchronous_commit = off`; decision 234): for writes
+   * that a crash of the database server may forget because whoever made them makes them again (the
+   * sandbox platform's objects, which an operation's next look creates again). A commit through the
+   * handle itself still waits, and flushes the log up to its own commit record, so whatever such a
+   * write did before it is on disk with it. Its own small pool (4 connections), opened on the first
+   * call, which checks the setting took: when it did not (PgBouncer refuses `options` it does not
+   * track) the answer is the handle itself and `fellBack` says why. The embedded database: the handle itself.
+   */
+  asynchronousCommit(fellBack?: (reason: string) => void): Promise<Kysely<DB>>;
   close(): Promise<void>;
 }
 
@@ -51,9 +62,35 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
       throw error;
     }
   }
+  const statementCache = target.statementCache ?? STATEMENT_CACHE_DEFAULT;
+  const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool: serverPool(target.url, 10, statementCache) }) }));
+  let asynchronous: Promise<Kysely<DB>> | undefined;
+  return {
+    db,
+    embedded: false,
+    secureFiles: () => {},
+    asynchronousCommit: (fellBack) => {
+      asynchronous ??= openAsynchronousCommit<DB>(target.url, statementCache).then((opened) => {
+        if ('reason' in opened) {
+          fellBack?.(opened.reason);
+          return db;
+        }
+        return opened.db;
+      });
+      return asynchronous;
+    },
+    close: async () => {
+      const other = await asynchronous?.catch(() => undefined);
+      if (other && other !== db) await other.destroy();
+      await db.destroy();
+    },
+  };
+}
+
+function serverPool(url: string, max: number, statementCache: number): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: target.url,
-    max: 10,
+    connectionString: url,
+    max,
     // Fail fast when the server is unreachable: requests answer 503 instead of hanging.
     connectionTimeoutMillis: 2_000,
     idleTimeoutMillis: 30_000,
@@ -62,13 +99,35 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
   // ('error' on the pool), and one checked out between two statements of a transaction (background
   // work holds such clients) fails its next query instead ('error' on the client).
   pool.on('error', () => {});
-  const statementCache = target.statementCache ?? STATEMENT_CACHE_DEFAULT;
   pool.on('connect', (client) => {
     client.on('error', () => {});
     prepareStatements(client, statementCache);
   });
-  const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }));
-  return { db, embedded: false, secureFiles: () => {}, close: () => db.destroy() };
+  return pool;
+}
+
+/**
+ * A pool whose sessions start with `synchronous_commit = off` (the `options` startup parameter, added
+ * to any the URL has), checked on its first connection; the reason when the setting did not take.
+ */
+async function openAsynchronousCommit<DB>(url: string, statementCache: number): Promise<{ db: Kysely<DB> } | { reason: string }> {
+  const withOption = new URL(url);
+  const options = withOption.searchParams.get('options');
+  withOption.searchParams.set('options', `${options ? `${options} ` : ''}-c synchronous_commit=off`);
+  const pool = serverPool(withOption.toString(), 4, statementCache);
+  let setting: string | undefined;
+  try {
+    const { rows } = await pool.query<{ synchronous_commit: string }>('show synchronous_commit');
+    setting = rows[0]?.synchronous_commit;
+  } catch (error) {
+    await pool.end().catch(() => {});
+    return { reason: `the server refused synchronous_commit=off at connection: ${(error as Error).message}` };
+  }
+  if (setting !== 'off') {
+    await pool.end().catch(() => {});
+    return { reason: `the server kept synchronous_commit=${setting} (a pooler ignoring the options startup parameter)` };
+  }
+  return { db: trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })) };
 }
 
 function embedded<DB>(pool: PGlitePool, dataDir: string | undefined, afterClose: () => void): DatabaseHandle<DB> {
@@ -81,6 +140,8 @@ function embedded<DB>(pool: PGlitePool, dataDir: string | undefined, afterClose:
     db,
     embedded: true,
     secureFiles,
+    // One connection in one process: nothing to gain from a second handle.
+    asynchronousCommit: async () => db,
     close: async () => {
       try {
         await db.destroy();
