@@ -9,7 +9,9 @@ import { benchServeEnv, cpuTimeUs, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 /** The partners the creations are spread over (BENCH_PARTNERS): one partner's creates take its row in turn. */
-const PARTNERS = Math.max(1, Number(process.env.BENCH_PARTNERS ?? 1));
+const PARTNERS = Number(process.env.BENCH_PARTNERS ?? 1);
+if (!Number.isInteger(PARTNERS) || PARTNERS < 1)
+  throw new Error(`BENCH_PARTNERS must be a whole number from 1, not ${process.env.BENCH_PARTNERS}`);
 
 type Api = (method: string, path: string, body?: unknown) => Promise<Response>;
 

@@ -573,10 +573,11 @@ async function allocateAndCheck(
       namespace: checks.namespace,
     })
   ).rows;
+  if (!taken) throw new Error('a select without FROM answered no row');
   return {
-    openOperations: Number(taken?.open_operations ?? 1) - 1,
-    projectNamedLikeOrganization: taken?.project ?? null,
-    customerNamedLikeNamespace: taken?.customer_id ?? null,
+    openOperations: Number(taken.open_operations ?? 1) - 1,
+    projectNamedLikeOrganization: taken.project,
+    customerNamedLikeNamespace: taken.customer_id,
   };
 }
 

@@ -327,7 +327,7 @@ export async function finishOperation(
     errorCode: failed?.code ?? null,
     errorMessage: failed?.message ?? null,
   };
-  if (!event) return (await recordOutcome(trx, values)).numAffectedRows !== 0n;
+  if (!event) return ((await recordOutcome(trx, values)).numAffectedRows ?? 0n) > 0n;
   const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
   if (!finished) return false;
   announceRecordedEvent(finished.delivery_state);

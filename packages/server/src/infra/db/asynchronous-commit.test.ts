@@ -12,13 +12,16 @@ const setting = async (db: Kysely<unknown>) =>
   (await sql<{ synchronous_commit: string }>`show synchronous_commit`.execute(db)).rows[0]?.synchronous_commit;
 
 /**
- * A server that answers every connection's startup as PgBouncer answers an `options` parameter it
- * does not track: a FATAL error (SQLSTATE 08P01), then the connection closes.
+ * A server that answers a connection's startup as PgBouncer answers an `options` parameter it does
+ * not track: a FATAL error (SQLSTATE 08P01), then the connection closes. A startup without the
+ * setting gets another error, so the test sees the parameter was sent.
  */
 async function refusingPooler(): Promise<{ url: string; server: Server }> {
   const server = createServer((socket) => {
-    socket.once('data', () => {
-      const fields = Buffer.from('SFATAL\0VFATAL\0C08P01\0Munsupported startup parameter in options: synchronous_commit\0\0', 'utf8');
+    socket.once('data', (startup: Buffer) => {
+      const asked = startup.includes('options\0-c synchronous_commit=off\0');
+      const message = asked ? 'unsupported startup parameter in options: synchronous_commit' : 'no options in the startup message';
+      const fields = Buffer.from(`SFATAL\0VFATAL\0C08P01\0M${message}\0\0`, 'utf8');
       const header = Buffer.alloc(5);
       header.write('E', 0);
       header.writeInt32BE(fields.length + 4, 1);
@@ -48,7 +51,7 @@ describe('a second handle whose commits do not wait for the disk (decision 234)'
       const reasons: string[] = [];
       assert.equal(await handle.asynchronousCommit((reason) => reasons.push(reason)), handle.db);
       assert.equal(reasons.length, 1);
-      assert.match(reasons[0] ?? '', /refused synchronous_commit=off at connection: unsupported startup parameter/);
+      assert.match(reasons[0] ?? '', /first connection, asking for synchronous_commit=off, failed: unsupported startup parameter/);
       // Asked again: the same answer, without trying again.
       assert.equal(await handle.asynchronousCommit((reason) => reasons.push(reason)), handle.db);
       assert.equal(reasons.length, 1);
@@ -90,6 +93,21 @@ describe('a second handle whose commits do not wait for the disk (decision 234)'
       assert.deepEqual((await sql`select id from notes`.execute(durable)).rows, [{ id: 1 }]);
       // One pool, made once.
       assert.equal(await handle.asynchronousCommit(), asynchronous);
+    });
+
+    test('a URL with its host in the query (as a socket directory is given), which WHATWG URL cannot read, works too', async () => {
+      const parts = new URL(url);
+      const queryHost = `postgres://${parts.username}@${parts.pathname}?host=${parts.hostname}&port=${parts.port || '5432'}`;
+      assert.throws(() => new URL(queryHost));
+      const other = await openDatabase({ kind: 'postgres', url: queryHost });
+      try {
+        const fellBack: string[] = [];
+        const asynchronous = (await other.asynchronousCommit((reason) => fellBack.push(reason))) as Kysely<unknown>;
+        assert.deepEqual(fellBack, []);
+        assert.equal(await setting(asynchronous), 'off');
+      } finally {
+        await other.close();
+      }
     });
   });
 });

@@ -1,5 +1,6 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { parseIntoClientConfig } from 'pg-connection-string';
 import { ensurePrivateDir, makeOwnerOnly } from '../data-dir.ts';
 import { acquireEmbeddedLock } from './embedded-lock.ts';
 import { isChangedShape, prepareStatements, STATEMENT_CACHE_DEFAULT } from './named-statements.ts';
@@ -63,7 +64,8 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
     }
   }
   const statementCache = target.statementCache ?? STATEMENT_CACHE_DEFAULT;
-  const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool: serverPool(target.url, 10, statementCache) }) }));
+  const pool = serverPool({ connectionString: target.url, max: 10 }, statementCache);
+  const db = trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }));
   let asynchronous: Promise<Kysely<DB>> | undefined;
   return {
     db,
@@ -87,10 +89,9 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
   };
 }
 
-function serverPool(url: string, max: number, statementCache: number): pg.Pool {
+function serverPool(connection: pg.PoolConfig, statementCache: number): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: url,
-    max,
+    ...connection,
     // Fail fast when the server is unreachable: requests answer 503 instead of hanging.
     connectionTimeoutMillis: 2_000,
     idleTimeoutMillis: 30_000,
@@ -109,19 +110,25 @@ function serverPool(url: string, max: number, statementCache: number): pg.Pool {
 /**
  * A pool whose sessions start with `synchronous_commit = off` (the `options` startup parameter, added
  * to any the URL has), checked on its first connection; the reason when the setting did not take.
+ * The URL is read by the parser `pg` itself uses (any form the main pool takes, a socket directory in
+ * `?host=` included), and the pool is given the result with the options joined.
  */
 async function openAsynchronousCommit<DB>(url: string, statementCache: number): Promise<{ db: Kysely<DB> } | { reason: string }> {
-  const withOption = new URL(url);
-  const options = withOption.searchParams.get('options');
-  withOption.searchParams.set('options', `${options ? `${options} ` : ''}-c synchronous_commit=off`);
-  const pool = serverPool(withOption.toString(), 4, statementCache);
+  let connection: pg.PoolConfig;
+  try {
+    const parsed = parseIntoClientConfig(url);
+    connection = { ...parsed, options: [parsed.options, '-c synchronous_commit=off'].filter(Boolean).join(' '), max: 4 };
+  } catch (error) {
+    return { reason: `the database URL could not be read for a second pool: ${(error as Error).message}` };
+  }
+  const pool = serverPool(connection, statementCache);
   let setting: string | undefined;
   try {
     const { rows } = await pool.query<{ synchronous_commit: string }>('show synchronous_commit');
     setting = rows[0]?.synchronous_commit;
   } catch (error) {
     await pool.end().catch(() => {});
-    return { reason: `the server refused synchronous_commit=off at connection: ${(error as Error).message}` };
+    return { reason: `its first connection, asking for synchronous_commit=off, failed: ${(error as Error).message}` };
   }
   if (setting !== 'off') {
     await pool.end().catch(() => {});

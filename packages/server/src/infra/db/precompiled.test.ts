@@ -112,6 +112,18 @@ for (const target of testDatabases()) {
         q.selectFrom('things').select('size').where('id', '=', args.thing.id),
       );
       await assert.rejects(nested(handle.db, { thing: { id: 'a' } }), /argument "thing" is not a bound value/);
+      // Computed with, or serialised: the result would be a constant of the query.
+      const computed = precompile((q: Kysely<Tables>, args: { minSize: number }) =>
+        q
+          .selectFrom('things')
+          .select('id')
+          .where('size', '>=', args.minSize + 1),
+      );
+      await assert.rejects(computed(handle.db, { minSize: 1 }), /argument "minSize" is computed with/);
+      const serialised = precompile((q: Kysely<Tables>, args: { owner: { name: string } }) =>
+        q.selectFrom('things').select('id').where('owner', '=', JSON.stringify(args.owner)),
+      );
+      await assert.rejects(serialised(handle.db, { owner: { name: 'ann' } }), /argument "owner" is serialised/);
     });
   });
 }

@@ -28,6 +28,22 @@ class Slot {
     this.name = name;
     this.field = field;
   }
+
+  /** Computing with a stand-in (`args.n + 1`, `${args.id}`, `args.a < args.b`) would compile its result in as a constant. */
+  [Symbol.toPrimitive](): never {
+    throw new Error(
+      `precompile: argument "${this.label()}" is computed with while the query is built; compute it before and pass the result`,
+    );
+  }
+
+  /** `JSON.stringify(args.attrs)` likewise: pass the JSON text as the argument. */
+  toJSON(): never {
+    throw new Error(`precompile: argument "${this.label()}" is serialised while the query is built; serialise it before and pass the text`);
+  }
+
+  label(): string {
+    return this.field === undefined ? this.name : `${this.name}.${this.field}`;
+  }
 }
 
 interface Compiled {
@@ -54,14 +70,19 @@ export interface PrecompileOptions<Args> {
  *
  * `build` receives stand-ins for its named arguments and must use each only as a bound value
  * (`where('uid', '=', args.uid)`, a column's value in `values({...})` or `set({...})`, a `sql`
- * template's value), never to choose the query's shape or as an object to read further: an argument
- * read by `build` that does not end up as a bound value (`args.to === 'active'`, `args.row.uid`,
- * `JSON.stringify(args.attrs)`) is refused at the first run, and so is one passed then that `build`
- * never binds (a filter forgotten). A statement with a few shapes is a few precompiled queries,
- * chosen by the caller. Whatever varies between runs must come in through `args`: a value `build`
- * makes itself (`newId()`, `new Date()`) is compiled in as a constant.
+ * template's value), never to choose the query's shape or as an object to read further. Refused at
+ * the first run: an argument read by `build` that does not end up as a bound value (`args.to ===
+ * 'active'`, `args.row.uid`), one passed then that `build` never binds (a filter forgotten), and one
+ * computed with or serialised (`args.n + 1`, `${args.id}`, `JSON.stringify(args.attrs)`). Not
+ * detectable, so never done: testing a stand-in's truth (`args.x ?? 'default'`, `args.flag ? … : …`,
+ * `$if(args.flag, …)`): a stand-in is an object, always there and always true. A statement with a
+ * few shapes is a few precompiled queries, chosen by the caller. Whatever varies between runs must
+ * come in through `args`: a value `build` makes itself (`newId()`, `new Date()`) is compiled in as a
+ * constant.
  *
- * A row to insert is one argument named in `options.rows`; each of its fields is bound apart.
+ * A row to insert is one argument named in `options.rows`; each of its fields is bound apart, and the
+ * fields are those of the first run's row: a field a later row adds is not written (a typed row always
+ * has the same fields).
  */
 export function precompile<DB, Args extends object, Row>(
   build: (query: Kysely<DB>, args: Args) => Compilable<Row>,

@@ -348,7 +348,7 @@ export class SandboxPlatform implements Platform {
       name: org.organization,
       attrs: JSON.stringify({ plan_id: quota.planId, quota: quota.quota, project_caps: quota.projectCaps }),
     });
-    if (updated.numAffectedRows === 0n)
+    if ((updated.numAffectedRows ?? 0n) === 0n)
       return { state: 'failed', code: 'UPSTREAM_NOT_FOUND', message: `Organization ${org.organization} does not exist.` };
     return { state: 'done' };
   }
