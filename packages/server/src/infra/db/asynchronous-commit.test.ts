@@ -66,9 +66,11 @@ describe('a second handle whose commits do not wait for the disk (decision 234)'
     let handle: DatabaseHandle;
     before(async () => {
       url = await createServerDatabase();
-      // An `options` of the deployment's own stays: the setting is added to it.
+      // An `options` of the deployment's own stays (the setting is added to it), and its application name
+      // is kept with the pool's mark after it.
       const withOptions = new URL(url);
-      withOptions.searchParams.set('options', '-c application_name=tenantry-test');
+      withOptions.searchParams.set('options', '-c statement_timeout=12345');
+      withOptions.searchParams.set('application_name', 'tenantry-test');
       handle = await openDatabase({ kind: 'postgres', url: withOptions.toString() });
     });
     after(async () => {
@@ -84,10 +86,13 @@ describe('a second handle whose commits do not wait for the disk (decision 234)'
       assert.notEqual(asynchronous, durable);
       assert.equal(await setting(asynchronous), 'off');
       assert.equal(await setting(durable), 'on');
-      assert.equal(
-        (await sql<{ name: string }>`select current_setting('application_name') as name`.execute(asynchronous)).rows[0]?.name,
-        'tenantry-test',
-      );
+      const settingsOf = async (db: Kysely<unknown>) =>
+        (
+          await sql<{ name: string; timeout: string }>`
+            select current_setting('application_name') as name, current_setting('statement_timeout') as timeout`.execute(db)
+        ).rows[0];
+      assert.deepEqual(await settingsOf(asynchronous), { name: 'tenantry-test (asynchronous commit)', timeout: '12345ms' });
+      assert.deepEqual(await settingsOf(durable), { name: 'tenantry-test', timeout: '12345ms' });
       await sql`create table notes (id int primary key)`.execute(durable);
       await sql`insert into notes values (1)`.execute(asynchronous);
       assert.deepEqual((await sql`select id from notes`.execute(durable)).rows, [{ id: 1 }]);

@@ -24,7 +24,8 @@ export interface DatabaseHandle<DB = unknown> {
    * that a crash of the database server may forget because whoever made them makes them again (the
    * sandbox platform's objects, which an operation's next look creates again). A commit through the
    * handle itself still waits, and flushes the log up to its own commit record, so whatever such a
-   * write did before it is on disk with it. Its own small pool (4 connections), opened on the first
+   * write did before it is on disk with it. Its own small pool (4 connections, their `application_name`
+   * ending in "(asynchronous commit)"), opened on the first
    * call, which checks the setting took: when it did not (PgBouncer refuses `options` it does not
    * track) the answer is the handle itself and `fellBack` says why. The embedded database: the handle itself.
    */
@@ -113,11 +114,20 @@ function serverPool(connection: pg.PoolConfig, statementCache: number): pg.Pool 
  * The URL is read by the parser `pg` itself uses (any form the main pool takes, a socket directory in
  * `?host=` included), and the pool is given the result with the options joined.
  */
+/** What the second pool's sessions add to their `application_name`. */
+export const ASYNCHRONOUS_COMMIT = 'asynchronous commit';
+
 async function openAsynchronousCommit<DB>(url: string, statementCache: number): Promise<{ db: Kysely<DB> } | { reason: string }> {
   let connection: pg.PoolConfig;
   try {
     const parsed = parseIntoClientConfig(url);
-    connection = { ...parsed, options: [parsed.options, '-c synchronous_commit=off'].filter(Boolean).join(' '), max: 4 };
+    connection = {
+      ...parsed,
+      options: [parsed.options, '-c synchronous_commit=off'].filter(Boolean).join(' '),
+      // Named apart, so the database's own views (pg_stat_activity) tell these sessions from the others.
+      application_name: `${parsed.application_name || 'tenantry'} (${ASYNCHRONOUS_COMMIT})`,
+      max: 4,
+    };
   } catch (error) {
     return { reason: `the database URL could not be read for a second pool: ${(error as Error).message}` };
   }
