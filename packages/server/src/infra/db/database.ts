@@ -25,9 +25,9 @@ export interface DatabaseHandle<DB = unknown> {
    * sandbox platform's objects, which an operation's next look creates again). A commit through the
    * handle itself still waits, and flushes the log up to its own commit record, so whatever such a
    * write did before it is on disk with it. Its own small pool (4 connections, their `application_name`
-   * ending in "(asynchronous commit)"), opened on the first
-   * call, which checks the setting took: when it did not (PgBouncer refuses `options` it does not
-   * track) the answer is the handle itself and `fellBack` says why. The embedded database: the handle itself.
+   * ending in "(asynchronous commit)"), opened on the first call, which checks the setting took: when
+   * it did not (PgBouncer refuses `options` it does not track) the answer is the handle itself and
+   * `fellBack` says why. The embedded database: the handle itself.
    */
   asynchronousCommit(fellBack?: (reason: string) => void): Promise<Kysely<DB>>;
   close(): Promise<void>;
@@ -108,15 +108,15 @@ function serverPool(connection: pg.PoolConfig, statementCache: number): pg.Pool 
   return pool;
 }
 
+/** What the second pool's sessions add to their `application_name`. */
+export const ASYNCHRONOUS_COMMIT = 'asynchronous commit';
+
 /**
  * A pool whose sessions start with `synchronous_commit = off` (the `options` startup parameter, added
  * to any the URL has), checked on its first connection; the reason when the setting did not take.
  * The URL is read by the parser `pg` itself uses (any form the main pool takes, a socket directory in
  * `?host=` included), and the pool is given the result with the options joined.
  */
-/** What the second pool's sessions add to their `application_name`. */
-export const ASYNCHRONOUS_COMMIT = 'asynchronous commit';
-
 async function openAsynchronousCommit<DB>(url: string, statementCache: number): Promise<{ db: Kysely<DB> } | { reason: string }> {
   let connection: pg.PoolConfig;
   try {
