@@ -4,11 +4,15 @@ import pg from 'pg';
 import type { Database } from '../src/app/database.ts';
 import { customerWithProjectsQuery } from '../src/customers/store.ts';
 import { PGlitePool } from '../src/infra/db/pglite-pool.ts';
+import { newId } from '../src/infra/ids.ts';
 
 /**
  * The floors of the bench, in their own process on the same Node as `tenantry serve`:
  *
  *   GET /bare            node:http alone: a JSON body like whoami's envelope, no framework, no log line
+ *   GET /bare-whoami     node:http writing what whoami must: its headers (a request id minted as the server
+ *                        mints them, cache-control, the two rate-limit headers) and a body of its shape and
+ *                        size serialised per request; no token, no rate limit, no log line
  *   GET /customers/{id}  node:http and one SELECT: the very statement `GET /customers/{id}` runs (customer
  *                        and its projects as JSON, compiled once by the same query builder), sent through the
  *                        same driver (pg.Pool with the server's pool size, the statement prepared once per
@@ -53,11 +57,48 @@ const compiled = customerWithProjectsQuery(compiler, { partnerId, mode: 'live' }
 const db = await driver();
 const bare = Buffer.from(JSON.stringify({ status: 'success', data: { ok: true } }));
 const PREFIX = '/customers/';
+/** whoami's answer as a partner gets it (its shape and size; the values are made up). */
+const WHOAMI = {
+  partner: { id: 'bench', display_name: 'Bench' },
+  scopes: ['customers:read', 'customers:write', 'customers:sso', 'usage:read'],
+  limits: {
+    max_customers: 0,
+    max_usage_window_days: 93,
+    max_projects_per_customer: 10,
+    max_open_operations: 10000,
+    rate_limit_per_minute: 10000000,
+    rate_limit_burst: 1000000,
+  },
+  customer_count: 1,
+  defaults: { plan_id: 'standard', grace_days: 14 },
+  token: { expires_at: '2026-11-26T11:36:17.000Z', kid: '2ucueokgkl6u', mode: 'live' },
+};
+let remaining = 1_000_000;
 
 const server = createServer((request, response) => {
   const url = request.url ?? '';
   if (url === '/bare') {
     response.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': bare.length }).end(bare);
+    return;
+  }
+  if (url === '/bare-whoami') {
+    const body = JSON.stringify({ status: 'success', data: WHOAMI });
+    remaining = remaining > 0 ? remaining - 1 : 1_000_000;
+    response.writeHead(200, [
+      'x-request-id',
+      newId('request'),
+      'cache-control',
+      'no-store',
+      'x-ratelimit-limit',
+      '10000000',
+      'x-ratelimit-remaining',
+      String(remaining),
+      'content-type',
+      'application/json; charset=utf-8',
+      'content-length',
+      String(Buffer.byteLength(body)),
+    ]);
+    response.end(body);
     return;
   }
   if (url.startsWith(PREFIX)) {

@@ -3,6 +3,9 @@
  * and on PostgreSQL. The floors run in their own process on the same Node (bench/reference-server.ts):
  *
  *   bare node:http        node:http alone answering a small JSON envelope: the floor of every route
+ *   bare, whoami's answer node:http writing whoami's headers and a body of its size, serialised per request:
+ *                         what the contract's answer costs with nothing else (its ratio to bare is the most
+ *                         whoami can reach)
  *   raw SELECT            node:http running the one SELECT `GET /customers/{id}` runs, with the same driver
  *                         on the same database: the floor of a read
  *
@@ -149,8 +152,9 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     const pid = server.child.pid ?? 0;
     const auth = { authorization: `Bearer ${token}` };
     let next = 1;
-    const [bareFloor, whoami, selectFloor, single, exchange] = await loadInterleaved([
+    const [bareFloor, bareWhoami, whoami, selectFloor, single, exchange] = await loadInterleaved([
       { name: `${label}: bare node:http`, pid: floor.pid, options: { url: `${floor.url}/bare` } },
+      { name: `${label}: bare, whoami's answer`, pid: floor.pid, options: { url: `${floor.url}/bare-whoami` } },
       { name: `${label}: (b) GET /auth/whoami`, pid, options: { url: `${server.partnerUrl}/api/public/v1/auth/whoami`, headers: auth } },
       { name: `${label}: raw SELECT route`, pid: floor.pid, options: { url: `${floor.url}/customers/${readId}` } },
       {
@@ -173,6 +177,7 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     floor = undefined;
     const hot: Row[] = [
       { result: bareFloor as Result },
+      { result: bareWhoami as Result, floor: bareFloor },
       { result: selectFloor as Result },
       { result: whoami as Result, floor: bareFloor, goal: 0.7 },
       { result: single as Result, floor: selectFloor, goal: 0.9 },
