@@ -1,7 +1,8 @@
 import { EVENT_TYPES } from '../events/store.ts';
+import { eventFamily } from './store.ts';
 
 /** Families a filter may name (`customer.*`), derived from the event names. */
-export const EVENT_FAMILIES = [...new Set(EVENT_TYPES.map((name) => `${name.split('.')[0]}.*`))];
+export const EVENT_FAMILIES = [...new Set(EVENT_TYPES.map(eventFamily))];
 
 /** Everything a webhook's `events` list may name: `*`, a family, or an event (never `ping`). */
 export const NAMEABLE_EVENTS: readonly string[] = ['*', ...EVENT_FAMILIES, ...EVENT_TYPES];
