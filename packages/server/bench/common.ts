@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { openAppDatabase as openDatabase } from '../src/app/database.ts';
@@ -67,6 +67,14 @@ export interface Result {
   cpuUs: number;
   /** The server's largest resident set while the load ran, MB. */
   rssMb: number;
+  /** `cpuUs` by thread: the main thread, V8's helper threads (mostly the collector's parallel work), the rest. */
+  threadsUs: ThreadCpu;
+}
+
+export interface ThreadCpu {
+  main: number;
+  v8: number;
+  other: number;
 }
 
 /** Resident memory of a process, MB, from /proc. */
@@ -80,6 +88,24 @@ export function cpuTimeUs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1_000_000) / 100;
+}
+
+/** CPU time (user + system) of a process's threads, in microseconds, grouped as `ThreadCpu`. */
+export function threadCpuUs(pid: number): ThreadCpu {
+  const cpu: ThreadCpu = { main: 0, v8: 0, other: 0 };
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    } catch {
+      continue; // the thread ended
+    }
+    const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const us = ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
+    cpu[tid === String(pid) ? 'main' : name.startsWith('V8') ? 'v8' : 'other'] += us;
+  }
+  return cpu;
 }
 
 /** Runs a load ROUNDS times against the server process `pid` and keeps the median round by throughput. */
@@ -117,6 +143,7 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
   // `warmup` (JIT and connection pools settle before sampling) is missing from autocannon's type definitions.
   const warmup = { warmup: { connections: CONNECTIONS, duration: 2 } } as Partial<autocannon.Options>;
   let cpuStart = cpuTimeUs(pid);
+  let threadsStart = threadCpuUs(pid);
   // The returned promise is also the run's event emitter (missing from the type definitions).
   const instance = autocannon({ connections: CONNECTIONS, duration: DURATION_S, ...warmup, ...options }) as Promise<autocannon.Result> & {
     on(event: 'start', listener: () => void): void;
@@ -124,6 +151,7 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
   // Count CPU from the end of the warm-up, when sampling starts.
   instance.on('start', () => {
     cpuStart = cpuTimeUs(pid);
+    threadsStart = threadCpuUs(pid);
   });
   let peakRss = rssMb(pid);
   const sampler = setInterval(() => {
@@ -135,7 +163,10 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
   } finally {
     clearInterval(sampler);
   }
-  const cpuUs = (cpuTimeUs(pid) - cpuStart) / Math.max(1, result.requests.total);
+  const requests = Math.max(1, result.requests.total);
+  const cpuUs = (cpuTimeUs(pid) - cpuStart) / requests;
+  const threadsEnd = threadCpuUs(pid);
+  const perRequest = (key: keyof ThreadCpu) => Math.round(((threadsEnd[key] - threadsStart[key]) / requests) * 10) / 10;
   return {
     // Tenths: the fast paths cost 10-15 µs, where whole microseconds would move a ratio by 0.07.
     cpuUs: Math.round(cpuUs * 10) / 10,
@@ -145,5 +176,6 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
     p99: result.latency.p99,
     non2xx: result.non2xx + result.errors + result.timeouts,
     rssMb: peakRss,
+    threadsUs: { main: perRequest('main'), v8: perRequest('v8'), other: perRequest('other') },
   };
 }

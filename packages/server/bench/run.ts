@@ -24,6 +24,7 @@
  * Each row prints throughput, p50/p99, the server's CPU time per request and its largest resident set
  * during the load, next to its floor and the ratio (by req/s and by CPU per request: the second is
  * steadier on a shared machine). BENCH_ONLY=api, operations, webhooks, quotas, sdk or images runs one part;
+ * BENCH_ONLY=flags compares sets of Node flags for the server head to head (bench/node-flags.ts);
  * BENCH_DURATION_S, BENCH_ROUNDS and BENCH_CONNECTIONS shorten or widen the runs.
  * The server runs in its own process (as `tenantry serve`); the load comes from this one, over loopback.
  * Set TENANTRY_BENCH_DATABASE_URL to choose the PostgreSQL server (default: the local test database,
@@ -54,6 +55,7 @@ import {
   rssMb,
 } from './common.ts';
 import { startLatencyProxy } from './latency-proxy.ts';
+import { benchNodeFlags } from './node-flags.ts';
 import { benchOperations, benchPartner, burstCreates } from './operations.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
@@ -302,6 +304,7 @@ process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
 // BENCH_ONLY=api, operations (e alone), webhooks, quotas, sdk or images runs one part; all by default.
+// BENCH_ONLY=flags (not part of the default run) compares Node flags.
 const only = process.env.BENCH_ONLY;
 const HOT_ONLY = only === 'hot';
 // BENCH_DATABASES=pglite or postgres runs the api, webhooks and images parts on one database.
@@ -330,6 +333,7 @@ if (only === 'operations') {
   if (DATABASES.includes('pglite')) notes.lines.push(...(await benchOperations('PGlite', embedded())));
   if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchOperations(POSTGRES_LABEL, env))) ?? []));
 }
+if (only === 'flags') notes.lines.push(...((await onPostgres((env) => benchNodeFlags(POSTGRES_LABEL, env))) ?? []));
 if (only === undefined || only === 'quotas') {
   notes.lines.push(...(await benchQuotas('PGlite', embedded())));
   notes.lines.push(...((await onPostgres((env) => benchQuotas(POSTGRES_LABEL, env))) ?? []));
