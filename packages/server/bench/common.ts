@@ -85,9 +85,14 @@ export function rssMb(pid: number): number {
 
 /** CPU time (user + system) a process has used, in microseconds, from /proc. */
 export function cpuTimeUs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return (ticks * 1_000_000) / 100;
+  return statCpuUs(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+}
+
+/** The user and system time of a `/proc/…/stat` line (a process's or a thread's), in microseconds. */
+function statCpuUs(stat: string): number {
+  // The command name, in parentheses, may itself hold spaces and parentheses: fields start after the last.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
 }
 
 /** CPU time (user + system) of a process's threads, in microseconds, grouped as `ThreadCpu`. */
@@ -101,9 +106,7 @@ export function threadCpuUs(pid: number): ThreadCpu {
       continue; // the thread ended
     }
     const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const us = ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
-    cpu[tid === String(pid) ? 'main' : name.startsWith('V8') ? 'v8' : 'other'] += us;
+    cpu[tid === String(pid) ? 'main' : name.startsWith('V8') ? 'v8' : 'other'] += statCpuUs(stat);
   }
   return cpu;
 }
