@@ -95,6 +95,53 @@ function statCpuUs(stat: string): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;
 }
 
+/**
+ * Where a machine's CPU went, in microseconds since boot: the processes the bench started are read by
+ * pid; PostgreSQL is every process named `postgres` (its backends and background processes, of every
+ * cluster on the machine); `busy` and `idle` are the whole machine's (from /proc/stat, idle with I/O wait).
+ */
+export interface CpuBudget {
+  server: number;
+  postgres: number;
+  bench: number;
+  busy: number;
+  idle: number;
+}
+
+/** A reading of `CpuBudget` for the server process `serverPid`; subtract two readings for a span. */
+export function cpuBudget(serverPid: number): CpuBudget {
+  let postgres = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (stat.includes(' (postgres) ')) postgres += statCpuUs(stat);
+    } catch {
+      // the process ended
+    }
+  }
+  // The first line sums every core: user nice system idle iowait irq softirq steal (clock ticks, 100 a second).
+  const [user, nice, system, idle, iowait, irq, softirq] = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map((ticks) => Number(ticks) * 10_000) as number[];
+  const own = process.cpuUsage();
+  return {
+    server: cpuTimeUs(serverPid),
+    postgres,
+    bench: own.user + own.system,
+    busy: (user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0),
+    idle: (idle ?? 0) + (iowait ?? 0),
+  };
+}
+
+/** `after` minus `before`, each part divided by `count` and rounded: a span's CPU per unit of work. */
+export function cpuBudgetPer(before: CpuBudget, after: CpuBudget, count: number): CpuBudget {
+  const per = (key: keyof CpuBudget) => Math.round((after[key] - before[key]) / count);
+  return { server: per('server'), postgres: per('postgres'), bench: per('bench'), busy: per('busy'), idle: per('idle') };
+}
+
 /** CPU time (user + system) of a process's threads, in microseconds, grouped as `ThreadCpu`. */
 export function threadCpuUs(pid: number): ThreadCpu {
   const cpu: ThreadCpu = { main: 0, v8: 0, other: 0 };

@@ -2,16 +2,21 @@
  * (e) Operation throughput on the sandbox with no delay: `count` concurrent `POST /customers` (of one
  * partner, or spread over BENCH_PARTNERS), then until the engine has finished every `customer.create`.
  * Reports creates answered per second and operations completed per second (goal: 500 on PostgreSQL). `BENCH_ONLY=operations` runs this part
- * alone, on a server of its own; the api part runs it first to make the customers it reads.
+ * alone, on a server of its own: a first burst on the new server (its code not yet optimised by V8), then
+ * a second, warm one (BENCH_WARM_BURST=0 leaves it out), each with where the machine's CPU went per customer
+ * (the server, PostgreSQL's processes, the bench's own load). The api part runs one burst first to make
+ * the customers it reads.
  */
 import { spawnServe } from '../test/serve-process.ts';
-import { benchServeEnv, cpuTimeUs, operator, partnerToken } from './common.ts';
+import { benchServeEnv, type CpuBudget, cpuBudget, cpuBudgetPer, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 /** The partners the creations are spread over (BENCH_PARTNERS): one partner's creates take its row in turn. */
 const PARTNERS = Number(process.env.BENCH_PARTNERS ?? 1);
 if (!Number.isInteger(PARTNERS) || PARTNERS < 1)
   throw new Error(`BENCH_PARTNERS must be a whole number from 1, not ${process.env.BENCH_PARTNERS}`);
+/** Whether the operations part repeats its burst on the warm server (BENCH_WARM_BURST=0: the first burst only). */
+const WARM_BURST = process.env.BENCH_WARM_BURST !== '0';
 
 type Api = (method: string, path: string, body?: unknown) => Promise<Response>;
 
@@ -35,13 +40,13 @@ async function createAtOnce(apis: Api | Api[], prefix: string, count: number): P
   return answers.filter((status) => status !== 202).length;
 }
 
-/** Until none of the partner's customers is provisioning. */
+/** Until none of the partner's customers is provisioning; then none may have failed (a rate of failures is no rate). */
 async function untilProvisioned(api: Api): Promise<void> {
-  for (;;) {
-    const open = (await (await api('GET', '/customers?status=provisioning&limit=1')).json()) as { data: unknown[] };
-    if (open.data.length === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  const first = async (status: string) =>
+    ((await (await api('GET', `/customers?status=${status}&limit=1`)).json()) as { data: { id: string }[] }).data[0];
+  while (await first('provisioning')) await new Promise((resolve) => setTimeout(resolve, 10));
+  const failed = await first('failed');
+  if (failed) throw new Error(`the bench's creations failed (${failed.id} the first): its figures would measure failures`);
 }
 
 /**
@@ -60,6 +65,12 @@ export async function burstCreates(label: string, apis: Api | Api[], count: numb
     `${label}: (e) ${count} concurrent creates${over}: all answered in ${Math.round(acceptedMs)} ms (${Math.round((count * 1000) / acceptedMs)} creates/s, ${refused} not 202); ` +
     `all operations succeeded after ${Math.round(doneMs)} ms (${Math.round((count * 1000) / doneMs)} operations completed/s; goal 500 on PostgreSQL)`
   );
+}
+
+/** A span's CPU per customer, as the bench prints it; PostgreSQL's share only where it runs apart from the server. */
+function budgetText(per: CpuBudget, unit: string, onPostgres: boolean): string {
+  const postgres = onPostgres ? `, PostgreSQL ${per.postgres} µs` : '';
+  return `CPU ${unit}: server ${per.server} µs${postgres}, the bench's load ${per.bench} µs; the machine busy ${per.busy} µs and idle ${per.idle} µs (2 cores)`;
 }
 
 /** The partner API of `server` with a token of `key`. */
@@ -95,17 +106,25 @@ export async function benchOperations(label: string, env: Record<string, string>
   const lines: string[] = [];
   const server = await spawnServe(benchServeEnv(env, workerEnv), { keepOutput: false });
   try {
-    const partners = await Promise.all(Array.from({ length: PARTNERS }, (_, i) => benchPartner(server, i === 0 ? 'bench' : `bench-${i}`)));
     const pid = server.child.pid ?? 0;
-    const cpuBefore = cpuTimeUs(pid);
-    const line = await burstCreates(
-      label,
-      partners.map((partner) => partner.api),
-      CREATIONS,
-    );
-    // What a customer costs the server, from its create to its operation's end (the bench's polls included).
-    const cpuPerCustomer = Math.round((cpuTimeUs(pid) - cpuBefore) / CREATIONS);
-    lines.push(`${line}; server CPU ${cpuPerCustomer} µs a customer`);
+    // What a customer costs, from its create to its operation's end (the bench's polls included): first
+    // on the new server, then again once V8 has optimised the path (the steady state of a running server).
+    // Each burst has partners of its own: a partner's sandbox address space holds 1,024 projects.
+    const bursts = WARM_BURST
+      ? ([
+          ['bench', 'new server'],
+          ['warm', 'warm server'],
+        ] as const)
+      : ([['bench', '']] as const);
+    for (const [name, when] of bursts) {
+      const partners = await Promise.all(Array.from({ length: PARTNERS }, (_, i) => benchPartner(server, i === 0 ? name : `${name}-${i}`)));
+      const apis = partners.map((partner) => partner.api);
+      const before = cpuBudget(pid);
+      const line = await burstCreates(when ? `${label}, ${when}` : label, apis, CREATIONS);
+      lines.push(
+        `${line}; ${budgetText(cpuBudgetPer(before, cpuBudget(pid), CREATIONS), 'a customer', Boolean(env.TENANTRY_DATABASE_URL))}`,
+      );
+    }
   } finally {
     await server.stop();
   }
@@ -136,14 +155,14 @@ async function drainBacklog(label: string, env: Record<string, string>, workerEn
   const worker = await spawnServe(benchServeEnv(env, workerEnv), { keepOutput: false });
   try {
     const ready = performance.now();
-    const cpuBefore = cpuTimeUs(worker.child.pid ?? 0);
+    const before = cpuBudget(worker.child.pid ?? 0);
     await untilProvisioned(await partnerApi(worker, key));
     const doneMs = performance.now() - ready;
-    const cpuPerOperation = Math.round((cpuTimeUs(worker.child.pid ?? 0) - cpuBefore) / CREATIONS);
+    const per = cpuBudgetPer(before, cpuBudget(worker.child.pid ?? 0), CREATIONS);
     return (
       `${label}: (e2) a backlog of ${CREATIONS} creations (accepted by a process with TENANTRY_ENGINE_CONCURRENCY=0) drained by a process started on it ` +
       `in ${Math.round(doneMs)} ms after it was ready (${Math.round(ready - spawned)} ms to start): ${Math.round((CREATIONS * 1000) / doneMs)} operations completed/s ` +
-      `(goal 500 on PostgreSQL); server CPU ${cpuPerOperation} µs an operation`
+      `(goal 500 on PostgreSQL); ${budgetText(per, 'an operation', true)}`
     );
   } finally {
     await worker.stop();

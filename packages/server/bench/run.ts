@@ -13,7 +13,8 @@
  *   (c) POST /auth/token       key lookup, constant-time hash check, token signing    vs raw SELECT (goal 0.5)
  *   (d) GET /customers/{id}    token, rate limit, one SELECT, validation, response     vs raw SELECT (goal 0.9)
  *   (e) 1,000 concurrent POST /customers on the sandbox (delay 0): creates accepted per second, and
- *       operations completed per second; with BENCH_ONLY=operations also (e2), the engine alone: a
+ *       operations completed per second (BENCH_ONLY=operations: on a new server, then again warm, each
+ *       with the CPU a customer cost the server, PostgreSQL and the bench); with it also (e2), the engine alone: a
  *       backlog of as many creations drained by a server started on it (BENCH_ENGINE_CONCURRENCY)
  *   (f) GET /customers?limit=200 with 100,000 customers: the first page and a page 90% deep
  *   (g) webhooks (bench/webhooks.ts): deliveries per second to an HTTPS receiver, and delivery lag

@@ -26,7 +26,8 @@ export const customerMigrations: Record<string, Migration> = {
           deletion_immediate boolean,
           constraint customers_scope_id_key unique (platform_scope, id)
         )`.execute(db);
-      // The list order (customer id) and its two filters, each a keyset walk on one index.
+      // The list order (customer id) and its two filters, each a keyset walk on one index (the first
+      // index dropped by 0036: the unique key of 0024 has its columns).
       await sql`create index customers_list_idx on customers (partner_id, mode, id)`.execute(db);
       await sql`create index customers_external_id_idx on customers (partner_id, mode, external_id, id)`.execute(db);
       await sql`create index customers_status_idx on customers (partner_id, mode, status, id)`.execute(db);
@@ -78,6 +79,13 @@ export const customerMigrations: Record<string, Migration> = {
       await sql`alter table customers add column quota_retry_at timestamptz`.execute(db);
       await sql`alter table customers add column quota_retry_count integer not null default 0`.execute(db);
       await sql`alter table customers add column quota_retry_problem text`.execute(db);
+    },
+  },
+  '0036_customers_list_index_dropped': {
+    async up(db: Kysely<unknown>) {
+      // The list's index had the columns of the unique key 0024 added (partner, mode, id): every insert
+      // and every change of status wrote both. The unique key's index serves the list alone.
+      await sql`drop index if exists customers_list_idx`.execute(db);
     },
   },
 };
