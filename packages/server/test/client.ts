@@ -15,6 +15,8 @@ export interface RequestOptions {
   /** Sent as is, with no content type added. */
   rawBody?: string;
   headers?: Record<string, string>;
+  /** Ends the call early (`AbortSignal.timeout(ms)`: a call that must not wait fails instead of hanging). */
+  signal?: AbortSignal;
 }
 
 export async function http<T = Record<string, unknown>>(
@@ -31,7 +33,12 @@ export async function http<T = Record<string, unknown>>(
     body = JSON.stringify(options.body);
     headers['content-type'] ??= 'application/json';
   }
-  const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers,
+    ...(body !== undefined ? { body } : {}),
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
   const text = await response.text();
   let parsed: unknown;
   try {

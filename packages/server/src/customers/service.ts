@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { Db } from '../app/database.ts';
@@ -200,12 +201,12 @@ export class CustomerService {
       retryOnDeadlock(() =>
         this.#creatingFor(tenant.partnerId)(() =>
           db.transaction().execute(async (trx) => {
-            // The rows first, with no lock held: a clash of ids or namespaces is found by their unique keys.
-            await insertNewCustomer(trx, { customer: row, owner, project, operation });
-            // Then the partner's row, whose lock keeps the partner's counts, names and pool exact under
-            // concurrent creates. Every create of the partner waits here for the one before to commit, so
-            // the statements from here on are few (decisions 211, 223).
-            const { partner, allocated } = await lockPartnerAndPool(trx, tenant);
+            // The rows first, with no lock held (a clash of ids or namespaces is found by their unique
+            // keys), then, in the same statement, the partner's row, whose lock keeps the partner's
+            // counts, names and pool exact under concurrent creates. Every create of the partner waits
+            // there for the one before to commit, so the round trips from there on are few: this
+            // statement's answer, the checks, the commit (decisions 211, 223, 239).
+            const { partner, allocated } = await insertAndLockPartner(trx, tenant, { customer: row, owner, project, operation });
             const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
             if (partner.max_customers > 0 && current >= partner.max_customers) {
               throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
@@ -481,45 +482,49 @@ export class CustomerService {
   }
 }
 
-/**
- * A new customer's rows, in one statement (decision 223): the customer, its owner, its first project
- * and its `customer.create` operation. Nobody sees the operation before the commit. Compiled once, as
- * are the create's other statements (decision 233).
- */
-const insertNewCustomer = precompile(
-  (trx: Db, rows: { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow }) =>
-    operationInsert(
-      trx
-        .with('customer', (qc) => customerInsert(qc, rows.customer))
-        .with('owner', (qc) => userInsert(qc, rows.owner))
-        .with('project', (qc) => projectInsert(qc, rows.project)),
-      rows.operation,
-    ),
-  { rows: ['customer', 'owner', 'project', 'operation'] },
-);
+type NewCustomerRows = { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow };
 
 /**
- * Counts the new customer on the partner's row and takes the capacity lock, in one statement: the
- * partner's row first (the main query), then the allocation (a subquery correlated to it), the order
- * every other path locks them in. One shape per mode (each counts its own customers).
+ * A new customer's rows, then its count on the partner's row and the capacity lock, in one statement
+ * (decisions 223, 239): the customer, its owner, its first project and its `customer.create` operation
+ * inserted (nobody sees the operation before the commit); then the partner's row (the main query) and
+ * the allocation (a subquery correlated to it), the order every other path locks them in. PostgreSQL
+ * runs the parts of a statement that nothing reads last, so the partner's update asks for each row
+ * part's answer: the rows are written before it waits for the lock, as they were when they were a
+ * statement of their own, and a clash of ids or names fails without waiting for it. One shape per mode
+ * (each counts its own customers), compiled once (decision 233).
  */
-function partnerAndPoolLock(mode: KeyMode) {
-  return precompile((trx: Db, a: { partnerId: string }) =>
-    trx
-      .with('partner', (qc) => newCustomerCounted(qc, a.partnerId, mode))
-      .with('allocation', (qc) => allocationLock(qc, a.partnerId, mode))
-      .selectFrom('partner')
-      .selectAll('partner')
-      .select((eb) =>
-        eb.selectFrom('allocation').select('allocation.allocated').whereRef('allocation.partner_id', '=', 'partner.id').as('allocated'),
-      ),
+function rowsThenPartnerLock(mode: KeyMode) {
+  return precompile(
+    (trx: Db, a: NewCustomerRows & { partnerId: string }) =>
+      trx
+        .with('customer', (qc) => customerInsert(qc, a.customer).returning('uid'))
+        .with('owner', (qc) => userInsert(qc, a.owner).returning('uid'))
+        .with('project', (qc) => projectInsert(qc, a.project).returning('uid'))
+        .with('operation', (qc) => operationInsert(qc, a.operation).returning('id'))
+        .with('partner', (qc) =>
+          newCustomerCounted(qc, a.partnerId, mode).where(
+            sql<boolean>`exists (select from customer) and exists (select from owner) and exists (select from project) and exists (select from operation)`,
+          ),
+        )
+        .with('allocation', (qc) => allocationLock(qc, a.partnerId, mode))
+        .selectFrom('partner')
+        .selectAll('partner')
+        .select((eb) =>
+          eb.selectFrom('allocation').select('allocation.allocated').whereRef('allocation.partner_id', '=', 'partner.id').as('allocated'),
+        ),
+    { rows: ['customer', 'owner', 'project', 'operation'] },
   );
 }
-const lockPartnerAndPoolOf = { live: partnerAndPoolLock('live'), test: partnerAndPoolLock('test') };
+const rowsThenPartnerLockOf = { live: rowsThenPartnerLock('live'), test: rowsThenPartnerLock('test') };
 
-/** Answers the partner and what its customers of this mode hold, both locked (`partnerAndPoolLock`). */
-async function lockPartnerAndPool(trx: Db, tenant: Tenant): Promise<{ partner: PartnerRow; allocated: Resources }> {
-  const [locked] = (await lockPartnerAndPoolOf[tenant.mode](trx, { partnerId: tenant.partnerId })).rows;
+/** Inserts a new customer's rows and answers the partner and what its customers of this mode hold, both locked (`rowsThenPartnerLock`). */
+async function insertAndLockPartner(
+  trx: Db,
+  tenant: Tenant,
+  rows: NewCustomerRows,
+): Promise<{ partner: PartnerRow; allocated: Resources }> {
+  const [locked] = (await rowsThenPartnerLockOf[tenant.mode](trx, { ...rows, partnerId: tenant.partnerId })).rows;
   if (!locked?.allocated) throw notFound('The partner');
   const { allocated, ...partner } = locked;
   return { partner, allocated };
