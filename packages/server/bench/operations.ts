@@ -7,6 +7,7 @@
  * (the server, PostgreSQL's processes, the bench's own load). The api part runs one burst first to make
  * the customers it reads.
  */
+import { availableParallelism } from 'node:os';
 import { spawnServe } from '../test/serve-process.ts';
 import { benchServeEnv, type CpuBudget, cpuBudget, cpuBudgetPer, operator, partnerToken } from './common.ts';
 
@@ -70,7 +71,7 @@ export async function burstCreates(label: string, apis: Api | Api[], count: numb
 /** A span's CPU per customer, as the bench prints it; PostgreSQL's share only where it runs apart from the server. */
 function budgetText(per: CpuBudget, unit: string, onPostgres: boolean): string {
   const postgres = onPostgres ? `, PostgreSQL ${per.postgres} µs` : '';
-  return `CPU ${unit}: server ${per.server} µs${postgres}, the bench's load ${per.bench} µs; the machine busy ${per.busy} µs and idle ${per.idle} µs (2 cores)`;
+  return `CPU ${unit}: server ${per.server} µs${postgres}, the bench's load ${per.bench} µs; the machine busy ${per.busy} µs and idle ${per.idle} µs (${availableParallelism()} cores)`;
 }
 
 /** The partner API of `server` with a token of `key`. */
