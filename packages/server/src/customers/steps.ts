@@ -3,17 +3,17 @@ import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
-import { newEvent } from '../events/store.ts';
+import { announceRecordedEvent, boundEventInsertOf, type EventValues, eventValues, newEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { type FinalOutcome, fail, inOrder, type OperationEngine } from '../operations/engine.ts';
-import type { OperationRow } from '../operations/store.ts';
+import { type OperationRow, type OutcomeValues, outcomeUpdate, outcomeWhole } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
 import { advanceProject, joinedProjectView, settleFirstProject } from '../projects/steps.ts';
-import { PROJECT_VIEW_COLUMNS, projectForPlatform, settleProvisioningProject } from '../projects/store.ts';
+import { PROJECT_VIEW_COLUMNS, projectForPlatform, projectViewJson, settleProvisioningProject } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { UserService } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
@@ -56,31 +56,85 @@ const readForCreation = precompile((db: Db, a: { uid: string; project: string })
 );
 
 /**
- * The customer settles with its creation, its first project and (when it succeeded) its owner with it:
- * one statement, which finds the customer only while it is still provisioning and answers it with the
- * project's view. Two shapes, each compiled once.
+ * The parts of a statement that settle a customer with its creation: the customer (found only while it
+ * is still provisioning), its first project and, when it succeeded, its owner, each part only once the
+ * one before it settled (its lock taken first: customer, then project).
+ */
+function settlingParts(db: Db, a: { uid: string; project: string; now: Date }, to: 'active' | 'failed') {
+  let writer = db
+    .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
+    .with('project', (qc) =>
+      settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now).where(
+        sql<boolean>`exists (select 1 from settled)`,
+      ),
+    );
+  if (to === 'active') {
+    writer = writer.with('owner', (qc) => ownerReadyUpdate(qc, a.uid, a.now).where(sql<boolean>`exists (select 1 from settled)`));
+  }
+  return writer;
+}
+
+/**
+ * The customer settles with its creation (`settlingParts`) in one statement of the finishing
+ * transaction, which answers it with the project's view. Two shapes, each compiled once.
  */
 function settleCreation(to: 'active' | 'failed') {
-  return precompile((trx: Db, a: { uid: string; project: string; now: Date }) => {
-    let writer = trx
-      .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
-      .with('project', (qc) =>
-        settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now).where(
-          sql<boolean>`exists (select 1 from settled)`,
-        ),
-      );
-    if (to === 'active') {
-      writer = writer.with('owner', (qc) => ownerReadyUpdate(qc, a.uid, a.now).where(sql<boolean>`exists (select 1 from settled)`));
-    }
-    return writer
+  return precompile((trx: Db, a: { uid: string; project: string; now: Date }) =>
+    settlingParts(trx, a, to)
       .selectFrom('settled')
       .leftJoin('project', (join) => join.onTrue())
       .select(['settled.uid', 'settled.status'])
-      .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const));
-  });
+      .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const)),
+  );
 }
 const settleCreated = settleCreation('active');
 const settleFailedCreation = settleCreation('failed');
+
+/**
+ * The creation's whole commit as one statement, with no transaction around it (decision 240): the
+ * customer settles with its first project and a ready one's owner (`settlingParts`), the outcome is
+ * recorded under the engine's lease, and the event is written with the project's view built from the
+ * settled row. Nothing when the customer is no longer provisioning (no row: the transaction's path
+ * decides); the statement fails in `outcomeWhole`'s guard, writing nothing, when the customer settled
+ * but its project or the outcome did not (a project no longer provisioning, a lease lost).
+ */
+function settleCreationAlone(to: 'active' | 'failed') {
+  return precompile((db: Db, a: OutcomeValues & EventValues & { uid: string; project: string }) => {
+    // The bound payload's `project` (null) gives way to the settled project's view.
+    const data = sql`${a.eventData}::jsonb || jsonb_build_object('project', (select ${projectViewJson('project')} from project))`;
+    return settlingParts(db, a, to)
+      .with('finished', (qc) => outcomeUpdate(qc, a).where(sql<boolean>`exists (select 1 from project)`).returning('id'))
+      .with('event', (qc) => boundEventInsertOf(qc, a, data, sql<boolean>`exists (select 1 from finished)`))
+      .selectFrom('settled')
+      .select(outcomeWhole(sql<boolean>`exists (select 1 from finished)`, a.id).as('whole'))
+      .select((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'));
+  });
+}
+const settleCreatedAlone = settleCreationAlone('active');
+const settleFailedCreationAlone = settleCreationAlone('failed');
+
+/** The event announcing a creation's end: `customer.ready` or `customer.failed`, with the first project's view. */
+function creationEvent(
+  op: OperationRow,
+  final: FinalOutcome,
+  state: EventData<'customer.ready'>['state'],
+  project: Project | null,
+  at: Date,
+) {
+  return newEvent({
+    partnerId: op.partner_id,
+    mode: op.mode,
+    type: final.state === 'done' ? 'customer.ready' : 'customer.failed',
+    at,
+    data: {
+      customer_id: op.customer_id,
+      operation_id: op.id,
+      project,
+      state,
+      error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
+    },
+  });
+}
 
 /** The platform's view of a customer's quota and plan. */
 export const quotaSpec = (customer: CustomerRow) => ({
@@ -136,21 +190,16 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
         state = customer?.status ?? 'deleted';
         if (customer) project = await settleFirstProject(trx, customer.uid, projectName, false, ctx.now);
       }
-      const ok = final.state === 'done';
-      const event = newEvent({
-        partnerId: op.partner_id,
-        mode: op.mode,
-        type: ok ? 'customer.ready' : 'customer.failed',
-        at: ctx.now,
-        data: {
-          customer_id: op.customer_id,
-          operation_id: op.id,
-          project,
-          state,
-          error: final.state === 'failed' ? { code: final.code, message: final.message } : null,
-        },
-      });
-      return { outcome: final, event };
+      return { outcome: final, event: creationEvent(op, final, state, project, ctx.now) };
+    },
+    // The common case, a customer still provisioning with its first project, in one statement.
+    async finishAlone(db, op, outcome, ctx, recording) {
+      const settle = outcome.state === 'done' ? settleCreatedAlone : settleFailedCreationAlone;
+      const event = eventValues(creationEvent(op, outcome, outcome.state === 'done' ? 'active' : 'failed', null, ctx.now));
+      const [settled] = (await settle(db, { ...recording, ...event, uid: op.customer_uid, project: op.project ?? 'default' })).rows;
+      if (!settled) return false;
+      announceRecordedEvent(settled.delivery_state);
+      return true;
     },
   });
 

@@ -1,4 +1,4 @@
-import type { QueryCreator } from 'kysely';
+import { type AliasableExpression, type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
@@ -111,6 +111,36 @@ export function boundEventInsert(qc: QueryCreator<Database>, v: EventValues) {
       created_at: v.eventAt,
       delivery_state: initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily),
     })
+    .returning('delivery_state');
+}
+
+/**
+ * `boundEventInsert` of an event whose data the statement builds (`data`, a jsonb expression: the bound
+ * part of the payload joined with what the statement's own rows give), inserted only when `when` holds.
+ * For an outcome recorded in one statement with the rows its event describes (decision 240).
+ */
+export function boundEventInsertOf(
+  qc: QueryCreator<Database>,
+  v: Omit<EventValues, 'eventData'>,
+  data: AliasableExpression<unknown>,
+  when: Expression<SqlBool>,
+) {
+  return qc
+    .insertInto('events')
+    .columns(['id', 'partner_id', 'mode', 'type', 'data', 'created_at', 'delivery_state'])
+    .expression(
+      qc
+        .selectNoFrom([
+          sql<string>`${v.eventId}`.as('id'),
+          sql<string>`${v.eventPartnerId}`.as('partner_id'),
+          sql<KeyMode>`${v.eventMode}`.as('mode'),
+          sql<string>`${v.eventType}`.as('type'),
+          data.as('data'),
+          sql<Date>`${v.eventAt}::timestamptz`.as('created_at'),
+          initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily).as('delivery_state'),
+        ])
+        .where(when),
+    )
     .returning('delivery_state');
 }
 

@@ -42,4 +42,23 @@ export const operationMigrations: Record<string, Migration> = {
       await sql`create index operations_partner_customer_idx on operations (partner_id, mode, customer_id, id)`.execute(db);
     },
   },
+  '0037_operations_outcome_whole': {
+    async up(db: Kysely<unknown>) {
+      // The guard of an outcome recorded in one statement with what it announces (decision 240): true,
+      // or the statement fails (SQLSTATE TN001) and nothing it wrote stays. Volatile (the default), so
+      // PostgreSQL never evaluates it at planning, only for the row that reaches it.
+      await sql`
+        create function operation_outcome_whole(recorded boolean, operation_id text) returns boolean
+        language plpgsql volatile as $$
+        begin
+          if recorded then
+            return true;
+          end if;
+          raise exception using
+            errcode = 'TN001',
+            message = format('the outcome of operation %s was not recorded whole; nothing of it was written', operation_id);
+        end
+        $$`.execute(db);
+    },
+  },
 };

@@ -1,4 +1,4 @@
-import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
+import { type Expression, type ExpressionBuilder, type QueryCreator, type Selectable, type SqlBool, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
 import { precompile } from '../infra/db/precompiled.ts';
@@ -270,7 +270,7 @@ export async function scheduleNextLook(
 }
 
 /** What an operation's outcome writes, as bound values. */
-interface OutcomeValues {
+export interface OutcomeValues {
   id: string;
   owner: string;
   status: OperationRow['status'];
@@ -290,10 +290,32 @@ const outcomeSet = (a: OutcomeValues) => ({
   last_problem: null,
 });
 
-/** Every operation ends through one of these two statements: compiled once (decision 233). */
-const recordOutcome = precompile((db: Db, a: OutcomeValues) =>
-  db.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.owner),
-);
+/** The values `outcome` writes on `op`, while `owner` holds its lease. */
+export function outcomeValues(op: OperationRow, owner: string, outcome: FinalOutcomeValue, now: Date): OutcomeValues {
+  const failed = outcome.state === 'failed' ? outcome : undefined;
+  return {
+    id: op.id,
+    owner,
+    status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
+    now,
+    errorCode: failed?.code ?? null,
+    errorMessage: failed?.message ?? null,
+  };
+}
+
+type FinalOutcomeValue = { state: 'done' } | { state: 'failed'; code: FailureCode; message: string };
+
+/**
+ * The update that records an operation's outcome and gives its lease back, only while `a.owner` holds
+ * the lease: a builder, for `finishOperation` and for a handler whose outcome is recorded in one
+ * statement with the changes it makes (`OperationHandler.finishAlone`, decision 240).
+ */
+export function outcomeUpdate(qc: QueryCreator<Database>, a: OutcomeValues) {
+  return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.owner);
+}
+
+/** Every operation ends through one of these two statements (or a handler's own, built on `outcomeUpdate`): compiled once (decision 233). */
+const recordOutcome = precompile((db: Db, a: OutcomeValues) => outcomeUpdate(db, a));
 const recordOutcomeWithEvent = precompile((db: Db, a: OutcomeValues & EventValues) =>
   db
     .with('event', (qc) => boundEventInsert(qc, a))
@@ -303,6 +325,25 @@ const recordOutcomeWithEvent = precompile((db: Db, a: OutcomeValues & EventValue
     .where('lease_owner', '=', a.owner)
     .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
 );
+
+/** SQLSTATE of `operation_outcome_whole` (migration 0037): a one-statement outcome that would have been partial. */
+const NOT_WHOLE = 'TN001';
+
+/**
+ * True when the statement's outcome was recorded whole; otherwise the statement fails with
+ * `NOT_WHOLE` and nothing it wrote stays. For a statement that writes an outcome with the changes it
+ * announces and must not commit some without the others (the lease was lost, a row it settles was no
+ * longer as expected): its own transaction, without a round trip to open one and one to close it.
+ * A function: PostgreSQL may evaluate a constant expression at planning, but never a volatile call.
+ */
+export function outcomeWhole(recorded: Expression<SqlBool>, operationId: string) {
+  return sql<boolean>`operation_outcome_whole(${recorded}, ${operationId})`;
+}
+
+/** The statement failed in `outcomeWhole`'s guard: it wrote nothing. */
+export function isOutcomeNotWhole(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === NOT_WHOLE;
+}
 
 /**
  * Records an operation's outcome (its lease given back), and the event announcing it when there is
@@ -314,19 +355,11 @@ export async function finishOperation(
   trx: Db,
   op: OperationRow,
   owner: string,
-  outcome: { state: 'done' } | { state: 'failed'; code: FailureCode; message: string },
+  outcome: FinalOutcomeValue,
   now: Date,
   event?: NewEvent,
 ): Promise<boolean> {
-  const failed = outcome.state === 'failed' ? outcome : undefined;
-  const values: OutcomeValues = {
-    id: op.id,
-    owner,
-    status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
-    now,
-    errorCode: failed?.code ?? null,
-    errorMessage: failed?.message ?? null,
-  };
+  const values = outcomeValues(op, owner, outcome, now);
   if (!event) return ((await recordOutcome(trx, values)).numAffectedRows ?? 0n) > 0n;
   const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
   if (!finished) return false;
