@@ -65,7 +65,7 @@ export interface OperationHandler<Locked = unknown> {
   /** After the outcome committed (caches that must not see the state before it). */
   committed?(op: OperationRow, outcome: FinalOutcome): void;
   /**
-   * Optional, for an operation that finishes thousands of times a second: records the outcome, the
+   * Optional, for an operation that runs in bulk (a partner's burst of creations): records the outcome, the
    * changes `finish` would make and its event in one statement with no transaction around it (its own,
    * one round trip instead of four; decision 240), for the common case only. Answers true when it
    * recorded the outcome as given; false when the case is not the common one and it wrote nothing (the
@@ -112,7 +112,8 @@ export interface OperationEngineDeps {
  * Runs operations to their end: a generic runner of the steps modules register. A pass claims due
  * operations with a lease (one statement; processes sharing a database never work on one operation
  * at once), looks at each with no transaction open, and commits each outcome in one short
- * transaction guarded by the lease. A look repeated after a crash or a lost lease is harmless:
+ * transaction guarded by the lease (or, for a handler with `finishAlone`, in one guarded statement in
+ * the common case). A look repeated after a crash or a lost lease is harmless:
  * every platform call is idempotent, and an outcome commits only under its lease. A partner's read
  * never does this work; it only wakes the engine.
  */
