@@ -100,47 +100,33 @@ export function eventValues<T extends EventType>(event: NewEvent<T>): EventValue
 
 /** `eventInsert` of values given one by one (each only bound): what a precompiled statement builds. */
 export function boundEventInsert(qc: QueryCreator<Database>, v: EventValues) {
-  return qc
-    .insertInto('events')
-    .values({
-      id: v.eventId,
-      partner_id: v.eventPartnerId,
-      mode: v.eventMode,
-      type: v.eventType,
-      data: v.eventData,
-      created_at: v.eventAt,
-      delivery_state: initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily),
-    })
-    .returning('delivery_state');
+  return boundEventInsertOf(qc, v, sql`${v.eventData}::jsonb`);
 }
 
 /**
- * `boundEventInsert` of an event whose data the statement builds (`data`, a jsonb expression: the bound
- * part of the payload joined with what the statement's own rows give), inserted only when `when` holds.
- * For an outcome recorded in one statement with the rows its event describes (decision 240).
+ * `boundEventInsert` of an event whose data may be built by the statement (`data`, a jsonb expression:
+ * for an outcome recorded in one statement with the rows its event describes, the bound part of the
+ * payload joined with what those rows give; decision 240), inserted only when `when` holds, if given.
  */
 export function boundEventInsertOf(
   qc: QueryCreator<Database>,
   v: Omit<EventValues, 'eventData'>,
   data: AliasableExpression<unknown>,
-  when: Expression<SqlBool>,
+  when?: Expression<SqlBool>,
 ) {
+  const row = qc.selectNoFrom([
+    sql<string>`${v.eventId}`.as('id'),
+    sql<string>`${v.eventPartnerId}`.as('partner_id'),
+    sql<KeyMode>`${v.eventMode}`.as('mode'),
+    sql<string>`${v.eventType}`.as('type'),
+    data.as('data'),
+    sql<Date>`${v.eventAt}::timestamptz`.as('created_at'),
+    initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily).as('delivery_state'),
+  ]);
   return qc
     .insertInto('events')
     .columns(['id', 'partner_id', 'mode', 'type', 'data', 'created_at', 'delivery_state'])
-    .expression(
-      qc
-        .selectNoFrom([
-          sql<string>`${v.eventId}`.as('id'),
-          sql<string>`${v.eventPartnerId}`.as('partner_id'),
-          sql<KeyMode>`${v.eventMode}`.as('mode'),
-          sql<string>`${v.eventType}`.as('type'),
-          data.as('data'),
-          sql<Date>`${v.eventAt}::timestamptz`.as('created_at'),
-          initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily).as('delivery_state'),
-        ])
-        .where(when),
-    )
+    .expression(when ? row.where(when) : row)
     .returning('delivery_state');
 }
 
