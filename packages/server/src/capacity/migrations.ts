@@ -80,4 +80,46 @@ export const capacityMigrations: Record<string, Migration> = {
       }
     },
   },
+  '0038_capacity_arithmetic': {
+    async up(db: Kysely<unknown>) {
+      // Capacity arithmetic in SQL, for a create that takes its quota out of the pool in one statement
+      // (decision 241). Each is the SQL twin of resources.ts (`add`; `assertPoolFits` with nothing held
+      // before), and a test holds them equal. Resources are `{vcpu, memory_gib, storage_gib, gpus}`.
+      await sql`
+        create function resources_add(a jsonb, b jsonb) returns jsonb
+        language sql immutable as $$
+          select jsonb_build_object(
+            'vcpu', (a ->> 'vcpu')::numeric + (b ->> 'vcpu')::numeric,
+            'memory_gib', (a ->> 'memory_gib')::numeric + (b ->> 'memory_gib')::numeric,
+            'storage_gib', (a ->> 'storage_gib')::numeric + (b ->> 'storage_gib')::numeric,
+            'gpus', coalesce(
+              (select jsonb_object_agg(profile, n)
+                 from (select profile, sum(n) as n
+                         from (select key as profile, value::numeric as n from jsonb_each_text(a -> 'gpus')
+                               union all
+                               select key, value::numeric from jsonb_each_text(b -> 'gpus')) as parts
+                        group by profile) as sums
+                where n <> 0),
+              '{}'::jsonb))
+        $$`.execute(db);
+      // Whether a new holder's quota fits in what the pool has left: every dimension it wants (above
+      // zero) at most the pool's total less what is allocated.
+      await sql`
+        create function resources_fit(pool jsonb, allocated jsonb, wanted jsonb) returns boolean
+        language sql immutable as $$
+          select not exists (
+            select
+              from (select value::numeric as n,
+                           coalesce((pool ->> key)::numeric, 0) as total,
+                           coalesce((allocated ->> key)::numeric, 0) as held
+                      from jsonb_each_text(wanted - 'gpus')
+                    union all
+                    select value::numeric,
+                           coalesce((pool -> 'gpus' ->> key)::numeric, 0),
+                           coalesce((allocated -> 'gpus' ->> key)::numeric, 0)
+                      from jsonb_each_text(wanted -> 'gpus')) as dimensions
+             where n > 0 and held + n > total)
+        $$`.execute(db);
+    },
+  },
 };

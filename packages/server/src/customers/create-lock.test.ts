@@ -7,8 +7,8 @@ import { customerBody, eventually, partnerWithModes } from '../../test/provision
 
 /**
  * A create writes its rows before it waits for its partner's row, in the statement that then takes
- * that row's lock (decisions 223, 239): a clash is answered without waiting for the partner's other
- * creates, and a create that waits is counted once the lock is free. PostgreSQL only: the lock is
+ * that row's lock (decisions 223, 239, 241): a clash is answered without waiting for the partner's
+ * other creates, and a create that waits is counted once the lock is free. PostgreSQL only: the lock is
  * held here by a second connection, which the embedded database does not have.
  */
 describe('a create and its partner’s lock', { skip: SERVER_DATABASE_URL ? false : 'TENANTRY_TEST_DATABASE_URL is not set' }, () => {

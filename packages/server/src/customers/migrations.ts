@@ -88,4 +88,71 @@ export const customerMigrations: Record<string, Migration> = {
       await sql`drop index if exists customers_list_idx`.execute(db);
     },
   },
+  '0039_customers_create_locked': {
+    async up(db: Kysely<unknown>) {
+      // What a create does under its partner's lock, run by the statement that inserted its rows, so that
+      // the whole create is one statement committed on its own (decision 241): it counts the customer
+      // (the partner's row, locked until the commit), takes the capacity lock, then checks what the
+      // transaction's path checks, each read with a snapshot taken after the lock (a volatile PL/pgSQL
+      // function takes one per statement it runs), and writes the new allocation. Any check that does not
+      // plainly pass raises SQLSTATE TN002: the statement writes nothing, and the create runs in a
+      // transaction that finds the exact error (customers/service.ts). The lock order is the transaction's:
+      // the partner's row, then the capacity allocation.
+      await sql`
+        create function customer_create_locked(
+          p_partner_id text, p_mode text, p_scope text, p_operation_id text,
+          p_organization text, p_namespace text, p_default_plan_id text, p_quota jsonb, p_pool jsonb
+        ) returns boolean
+        language plpgsql volatile as $$
+        declare
+          partner partners;
+          held integer;
+          was_allocated jsonb;
+          open_operations integer;
+        begin
+          update partners as p
+             set customer_count = p.customer_count + (p_mode = 'live')::int,
+                 test_customer_count = p.test_customer_count + (p_mode = 'test')::int
+           where p.id = p_partner_id
+          returning p.* into partner;
+          if not found then
+            raise exception using errcode = 'TN002', message = 'no such partner';
+          end if;
+          held := case when p_mode = 'live' then partner.customer_count else partner.test_customer_count end - 1;
+          if partner.max_customers > 0 and held >= partner.max_customers then
+            raise exception using errcode = 'TN002', message = 'the partner is at its maximum of customers';
+          end if;
+          if p_default_plan_id is not null and partner.default_plan_id is distinct from p_default_plan_id then
+            raise exception using errcode = 'TN002', message = 'the default plan changed';
+          end if;
+
+          insert into capacity_allocations as c (partner_id, mode, allocated)
+          values (p_partner_id, p_mode, '{"vcpu":0,"memory_gib":0,"storage_gib":0,"gpus":{}}')
+          on conflict (partner_id, mode) do update set allocated = c.allocated
+          returning c.allocated into was_allocated;
+          if not resources_fit(p_pool, was_allocated, p_quota) then
+            raise exception using errcode = 'TN002', message = 'the pool cannot take the quota';
+          end if;
+
+          select count(*) into open_operations
+            from (select from operations as o
+                   where o.partner_id = p_partner_id and o.mode = p_mode and o.status in ('pending', 'running')
+                     and o.id <> p_operation_id
+                   limit partner.max_open_operations) as counted;
+          if open_operations >= partner.max_open_operations then
+            raise exception using errcode = 'TN002', message = 'too many operations open';
+          end if;
+
+          if exists (select from projects as pr where pr.platform_scope = p_scope and pr.namespace = p_organization)
+             or exists (select from customers as cu where cu.platform_scope = p_scope and cu.organization = p_namespace) then
+            raise exception using errcode = 'TN002', message = 'a platform name is taken';
+          end if;
+
+          update capacity_allocations as c set allocated = resources_add(was_allocated, p_quota)
+           where c.partner_id = p_partner_id and c.mode = p_mode;
+          return true;
+        end
+        $$`.execute(db);
+    },
+  },
 };

@@ -3,7 +3,7 @@ import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import pLimit, { type LimitFunction } from 'p-limit';
 import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
-import { newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
+import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
 import type { Resources } from '../capacity/resources.ts';
 import { allocationLock, allocationSave } from '../capacity/store.ts';
 import { recordEvent } from '../events/store.ts';
@@ -119,94 +119,27 @@ export class CustomerService {
         },
       ]);
     }
-    const now = tenant.now;
     // What needs no lock is read first: the plan's quota, checked against the partner's catalogue.
     let wanted = await newCustomerQuota(db, tenant, request.plan_id ?? tenant.partner.default_plan_id);
-    const row: CustomerRow = {
-      uid: newId('customer'),
-      platform_scope: tenant.scope,
-      partner_id: tenant.partnerId,
-      mode: tenant.mode,
-      id: request.id,
-      organization,
-      external_id: request.external_id ?? null,
-      display_name: request.display_name ?? null,
-      status: 'provisioning',
-      status_before_deletion: null,
-      plan_id: wanted.planId,
-      owner_username: request.owner.username,
-      owner_email: request.owner.email,
-      created_at: now,
-      updated_at: now,
-      suspended_at: null,
-      suspension_reason: null,
-      scheduled_deletion_at: null,
-      grace_days: null,
-      deletion_immediate: null,
-      quota: wanted.quota,
-      quota_revision: 1,
-      project_caps: {},
-      quota_applied_revision: null,
-      quota_retry_revision: null,
-      quota_retry_at: null,
-      quota_retry_count: 0,
-      quota_retry_problem: null,
-      held_at: null,
-      hold_reason: null,
-    };
-    // The owner and the first project are made on the platform by the operation (users and projects modules).
-    const owner: UserRow = {
-      uid: newId('user'),
-      customer_uid: row.uid,
-      platform_scope: tenant.scope,
-      partner_id: tenant.partnerId,
-      mode: tenant.mode,
-      customer_id: row.id,
-      username: request.owner.username,
-      email: request.owner.email,
-      email_key: request.owner.email.toLowerCase(),
-      role: 'admin',
-      is_owner: true,
-      first_name: request.owner.first_name ?? null,
-      last_name: request.owner.last_name ?? null,
-      required_actions: [],
-      created_at: now,
-      platform_state: 'pending',
-      platform_state_at: this.#deps.clock.now(),
-    };
-    const project: ProjectRow = {
-      uid: newId('project'),
-      customer_uid: row.uid,
-      platform_scope: tenant.scope,
-      partner_id: tenant.partnerId,
-      mode: tenant.mode,
-      customer_id: row.id,
-      name: projectName,
-      state: 'provisioning',
-      namespace,
-      cidr: null,
-      created_at: now,
-      updated_at: now,
-    };
-    const operation = newOperationRow({
-      partnerId: tenant.partnerId,
-      mode: tenant.mode,
-      type: 'customer.create',
-      customerUid: row.uid,
-      customerId: row.id,
-      project: projectName,
-      now,
-    });
+    const rows = newCustomerRows(tenant, request, wanted, { organization, namespace, project: projectName }, this.#deps.clock.now());
+    const { customer: row, operation } = rows;
     const result = await this.#insertOrExplain(request, () =>
       retryOnDeadlock(() =>
-        this.#creatingFor(tenant.partnerId)(() =>
-          db.transaction().execute(async (trx) => {
+        this.#creatingFor(tenant.partnerId)(async () => {
+          // The common case in one statement committed on its own: the rows, the partner's count, the
+          // capacity lock, the checks and the allocation (decision 241). When a check does not plainly
+          // pass, it writes nothing, and the transaction below runs them again and answers the exact error.
+          const defaultPlanId = request.plan_id === undefined ? wanted.planId : null;
+          if (await createdAlone(db, tenant, rows, { organization, namespace, defaultPlanId, wanted })) {
+            return { customer: toCustomer(row), operation: toOperation(operation) };
+          }
+          return db.transaction().execute(async (trx) => {
             // The rows first, with no lock held (a clash of ids or namespaces is found by their unique
             // keys), then, in the same statement, the partner's row, whose lock keeps the partner's
             // counts, names and pool exact under concurrent creates. Every create of the partner waits
             // there for the one before to commit, so the round trips from there on are few: this
             // statement's answer, the checks, the commit (decisions 211, 223, 239).
-            const { partner, allocated } = await insertAndLockPartner(trx, tenant, { customer: row, owner, project, operation });
+            const { partner, allocated } = await insertAndLockPartner(trx, tenant, rows);
             const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
             if (partner.max_customers > 0 && current >= partner.max_customers) {
               throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
@@ -230,8 +163,8 @@ export class CustomerService {
             assertNamesFree(request, organization, namespace, taken.projectNamedLikeOrganization, taken.customerNamedLikeNamespace);
             allocation.assertFits();
             return { customer: toCustomer(row), operation: toOperation(operation) };
-          }),
-        ),
+          });
+        }),
       ),
     );
     partnerCache.invalidate(tenant.partnerId);
@@ -482,7 +415,97 @@ export class CustomerService {
   }
 }
 
-type NewCustomerRows = { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow };
+export type NewCustomerRows = { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow };
+
+/**
+ * A new customer's rows as its create writes them: the customer (provisioning, with the plan's quota),
+ * its owner, its first project and its `customer.create` operation.
+ */
+export function newCustomerRows(
+  tenant: Tenant,
+  request: CreateCustomerRequest,
+  wanted: Pick<NewCustomerQuota, 'planId' | 'quota'>,
+  names: { organization: string; namespace: string; project: string },
+  platformStateAt: Date,
+): NewCustomerRows {
+  const now = tenant.now;
+  const row: CustomerRow = {
+    uid: newId('customer'),
+    platform_scope: tenant.scope,
+    partner_id: tenant.partnerId,
+    mode: tenant.mode,
+    id: request.id,
+    organization: names.organization,
+    external_id: request.external_id ?? null,
+    display_name: request.display_name ?? null,
+    status: 'provisioning',
+    status_before_deletion: null,
+    plan_id: wanted.planId,
+    owner_username: request.owner.username,
+    owner_email: request.owner.email,
+    created_at: now,
+    updated_at: now,
+    suspended_at: null,
+    suspension_reason: null,
+    scheduled_deletion_at: null,
+    grace_days: null,
+    deletion_immediate: null,
+    quota: wanted.quota,
+    quota_revision: 1,
+    project_caps: {},
+    quota_applied_revision: null,
+    quota_retry_revision: null,
+    quota_retry_at: null,
+    quota_retry_count: 0,
+    quota_retry_problem: null,
+    held_at: null,
+    hold_reason: null,
+  };
+  // The owner and the first project are made on the platform by the operation (users and projects modules).
+  const owner: UserRow = {
+    uid: newId('user'),
+    customer_uid: row.uid,
+    platform_scope: tenant.scope,
+    partner_id: tenant.partnerId,
+    mode: tenant.mode,
+    customer_id: row.id,
+    username: request.owner.username,
+    email: request.owner.email,
+    email_key: request.owner.email.toLowerCase(),
+    role: 'admin',
+    is_owner: true,
+    first_name: request.owner.first_name ?? null,
+    last_name: request.owner.last_name ?? null,
+    required_actions: [],
+    created_at: now,
+    platform_state: 'pending',
+    platform_state_at: platformStateAt,
+  };
+  const project: ProjectRow = {
+    uid: newId('project'),
+    customer_uid: row.uid,
+    platform_scope: tenant.scope,
+    partner_id: tenant.partnerId,
+    mode: tenant.mode,
+    customer_id: row.id,
+    name: names.project,
+    state: 'provisioning',
+    namespace: names.namespace,
+    cidr: null,
+    created_at: now,
+    updated_at: now,
+  };
+  const operation = newOperationRow({
+    partnerId: tenant.partnerId,
+    mode: tenant.mode,
+    type: 'customer.create',
+    customerUid: row.uid,
+    customerId: row.id,
+    project: names.project,
+    now,
+  });
+  return { customer: row, owner, project, operation };
+}
 
 /**
  * A new customer's rows, then its count on the partner's row and the capacity lock, in one statement
@@ -528,6 +551,83 @@ async function insertAndLockPartner(
   if (!locked?.allocated) throw notFound('The partner');
   const { allocated, ...partner } = locked;
   return { partner, allocated };
+}
+
+/** SQLSTATE of `customer_create_locked` (migration 0039): a check did not plainly pass; nothing was written. */
+const CREATE_NEEDS_TRANSACTION = 'TN002';
+
+/**
+ * A whole create as one statement with no transaction around it (decision 241): the rows, written
+ * before the lock as in `rowsThenPartnerLock` (the function's call is asked for only where the four
+ * inserts answered), then `customer_create_locked`, which counts the customer on the partner's row,
+ * takes the capacity lock, checks what the transaction checks with snapshots taken after the lock, and
+ * writes the allocation. A partner's creates still take its row in turn, but each holds it only for
+ * the function's own statements and the commit, with no round trip to the server in between.
+ */
+const rowsThenLockedCreate = precompile(
+  (
+    db: Db,
+    a: NewCustomerRows & {
+      partnerId: string;
+      mode: KeyMode;
+      scope: string;
+      operationId: string;
+      organization: string;
+      namespace: string;
+      defaultPlanId: string | null;
+      quotaJson: string;
+      poolJson: string;
+    },
+  ) =>
+    db
+      .with('customer', (qc) => customerInsert(qc, a.customer).returning('uid'))
+      .with('owner', (qc) => userInsert(qc, a.owner).returning('uid'))
+      .with('project', (qc) => projectInsert(qc, a.project).returning('uid'))
+      .with('operation', (qc) => operationInsert(qc, a.operation).returning('id'))
+      .selectNoFrom(
+        sql<boolean>`customer_create_locked(${a.partnerId}, ${a.mode}, ${a.scope}, ${a.operationId}, ${a.organization}, ${a.namespace}, ${a.defaultPlanId}, ${a.quotaJson}, ${a.poolJson})`.as(
+          'created',
+        ),
+      )
+      .where(
+        sql<boolean>`exists (select from customer) and exists (select from owner) and exists (select from project) and exists (select from operation)`,
+      ),
+  { rows: ['customer', 'owner', 'project', 'operation'] },
+);
+
+/**
+ * Creates the customer in one statement (`rowsThenLockedCreate`): true when it is created, false when a
+ * check did not plainly pass and nothing was written (the caller's transaction then decides). A clash
+ * of ids or names throws the unique key's violation, as the transaction's insert does.
+ */
+export async function createdAlone(
+  db: Db,
+  tenant: Tenant,
+  rows: NewCustomerRows,
+  a: { organization: string; namespace: string; defaultPlanId: string | null; wanted: NewCustomerQuota },
+): Promise<boolean> {
+  try {
+    const [answer] = (
+      await rowsThenLockedCreate(db, {
+        ...rows,
+        partnerId: tenant.partnerId,
+        mode: tenant.mode,
+        scope: tenant.scope,
+        operationId: rows.operation.id,
+        organization: a.organization,
+        namespace: a.namespace,
+        defaultPlanId: a.defaultPlanId,
+        quotaJson: JSON.stringify(a.wanted.quota),
+        poolJson: JSON.stringify(a.wanted.pool),
+      })
+    ).rows;
+    // The inserts always answer their row, so the function always runs: anything else is a bug.
+    if (answer?.created !== true) throw new Error("a create's statement answered no row");
+    return true;
+  } catch (error) {
+    if ((error as { code?: unknown } | null)?.code === CREATE_NEEDS_TRANSACTION) return false;
+    throw error;
+  }
 }
 
 /**

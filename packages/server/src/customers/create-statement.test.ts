@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
+import { createCustomer, customerBody, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
+import { newCustomerQuota } from '../capacity/quotas.ts';
+import type { Resources } from '../capacity/resources.ts';
+import type { Tenant } from '../platform/tenant.ts';
+import type { CreateCustomerRequest } from './schemas.ts';
+import { createdAlone, newCustomerRows } from './service.ts';
+
+/**
+ * A create's one statement (decision 241): the customer's rows, its count on the partner's row, the
+ * capacity lock, the checks and the allocation, committed on their own. It creates only when every
+ * check plainly passes; otherwise it must write nothing at all (the create then runs in a transaction
+ * that answers the exact error, which customers.test.ts asserts through the API). Each test here runs
+ * the statement itself and looks at what it left.
+ */
+for (const target of testDatabases()) {
+  describe(`a create in one statement [${target.name}]`, () => {
+    let server: TestServer;
+    let acme: Tokens;
+    before(async () => {
+      server = await startTestServer(target);
+      acme = await partnerWithModes(server, 'acme');
+      // Operations stay open: the open-operation check has something to count.
+      await server.services.engine.stop();
+    });
+    after(() => server.stop());
+
+    const db = () => server.database.db;
+    const tenant = async (): Promise<Tenant> => ({
+      partner: await db().selectFrom('partners').selectAll().where('id', '=', 'acme').executeTakeFirstOrThrow(),
+      partnerId: 'acme',
+      mode: 'live',
+      scope: 'live',
+      now: server.clock.now(),
+    });
+
+    /** Runs the statement for a new customer, as `POST /customers` would with this body. */
+    const attempt = async (id: string, extra: { project?: string; plan_id?: string; defaultPlanId?: string; pool?: Resources } = {}) => {
+      const t = await tenant();
+      const request = customerBody(id, extra.project ? { project: extra.project } : {}) as CreateCustomerRequest;
+      const wanted = await newCustomerQuota(db(), t, extra.plan_id ?? t.partner.default_plan_id);
+      const organization = `${t.partner.customer_prefix}-${id}`;
+      const names = { organization, namespace: `${organization}-${extra.project ?? 'default'}`, project: extra.project ?? 'default' };
+      const rows = newCustomerRows(t, request, wanted, names, server.clock.now());
+      return createdAlone(db(), t, rows, {
+        organization: names.organization,
+        namespace: names.namespace,
+        defaultPlanId: extra.defaultPlanId ?? wanted.planId,
+        wanted: extra.pool ? { ...wanted, pool: extra.pool } : wanted,
+      });
+    };
+
+    /** What a create writes: the partner's customers and count, its open operations, its allocation. */
+    const books = async () => {
+      const partner = await db().selectFrom('partners').select('customer_count').where('id', '=', 'acme').executeTakeFirstOrThrow();
+      const customers = await db().selectFrom('customers').select('id').where('partner_id', '=', 'acme').orderBy('id').execute();
+      const users = await db().selectFrom('users').select('uid').where('partner_id', '=', 'acme').execute();
+      const projects = await db().selectFrom('projects').select('namespace').where('partner_id', '=', 'acme').execute();
+      const operations = await db().selectFrom('operations').select('id').where('partner_id', '=', 'acme').execute();
+      const allocation = await db()
+        .selectFrom('capacity_allocations')
+        .select('allocated')
+        .where('partner_id', '=', 'acme')
+        .where('mode', '=', 'live')
+        .executeTakeFirst();
+      return {
+        count: partner.customer_count,
+        customers: customers.map((c) => c.id),
+        users: users.length,
+        projects: projects.length,
+        operations: operations.length,
+        allocated: allocation?.allocated,
+      };
+    };
+
+    test('the common case creates the customer whole: its rows, its count and its quota out of the pool', async () => {
+      await createCustomer(server, acme.live, 'first');
+      const before = await books();
+      assert.equal(await attempt('second'), true);
+      const after = await books();
+      const quota = (await db().selectFrom('customers').select('quota').where('id', '=', 'second').executeTakeFirstOrThrow()).quota;
+      assert.deepEqual(after, {
+        count: before.count + 1,
+        customers: [...before.customers, 'second'],
+        users: before.users + 1,
+        projects: before.projects + 1,
+        operations: before.operations + 1,
+        allocated: {
+          vcpu: (before.allocated?.vcpu ?? 0) + quota.vcpu,
+          memory_gib: (before.allocated?.memory_gib ?? 0) + quota.memory_gib,
+          storage_gib: (before.allocated?.storage_gib ?? 0) + quota.storage_gib,
+          gpus: before.allocated?.gpus ?? {},
+        },
+      });
+    });
+
+    test('each check that does not plainly pass leaves everything as it was, for the transaction to answer', async () => {
+      await createCustomer(server, acme.live, 'pair-one');
+      const t = await tenant();
+      const before = await books();
+      const refused = async (why: string, run: () => Promise<boolean>) => {
+        assert.equal(await run(), false, why);
+        assert.deepEqual(await books(), before, `${why}: nothing written`);
+      };
+      const limits = async (set: { max_customers?: number; max_open_operations?: number }) =>
+        db().updateTable('partners').set(set).where('id', '=', 'acme').execute();
+
+      await limits({ max_customers: before.count });
+      await refused('at the maximum of customers', () => attempt('over-limit'));
+      await limits({ max_customers: 0 });
+
+      await refused('the default plan changed since it was read', () => attempt('old-plan', { defaultPlanId: 'no-longer-the-default' }));
+
+      const full: Resources = { ...(before.allocated as Resources) };
+      await refused('the pool cannot take the quota', () => attempt('no-room', { pool: full }));
+
+      await limits({ max_open_operations: before.operations });
+      await refused('as many operations open as allowed', () => attempt('too-busy'));
+      await limits({ max_open_operations: t.partner.max_open_operations });
+
+      // Organizations and namespaces are one name space: `first`'s project is `<prefix>-first-default`,
+      // and `pair` with project `one` would be `<prefix>-pair-one`, the organization of `pair-one`.
+      await refused("an organization that is a project's namespace", () => attempt('first-default'));
+      await refused("a first namespace that is a customer's organization", () => attempt('pair', { project: 'one' }));
+
+      // With each condition gone, the same statement creates.
+      assert.equal(await attempt('over-limit'), true);
+    });
+
+    test('a taken id is the unique key’s violation, and nothing is written', async () => {
+      const before = await books();
+      await assert.rejects(attempt('first'), (error: { code?: string }) => error.code === '23505');
+      assert.deepEqual(await books(), before);
+    });
+  });
+}
