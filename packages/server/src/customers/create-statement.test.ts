@@ -28,17 +28,20 @@ for (const target of testDatabases()) {
     after(() => server.stop());
 
     const db = () => server.database.db;
-    const tenant = async (): Promise<Tenant> => ({
+    const tenant = async (mode: 'live' | 'test' = 'live'): Promise<Tenant> => ({
       partner: await db().selectFrom('partners').selectAll().where('id', '=', 'acme').executeTakeFirstOrThrow(),
       partnerId: 'acme',
-      mode: 'live',
-      scope: 'live',
+      mode,
+      scope: mode === 'live' ? 'live' : 'test:acme',
       now: server.clock.now(),
     });
 
     /** Runs the statement for a new customer, as `POST /customers` would with this body. */
-    const attempt = async (id: string, extra: { project?: string; plan_id?: string; defaultPlanId?: string; pool?: Resources } = {}) => {
-      const t = await tenant();
+    const attempt = async (
+      id: string,
+      extra: { project?: string; plan_id?: string; defaultPlanId?: string; pool?: Resources; mode?: 'test' } = {},
+    ) => {
+      const t = await tenant(extra.mode);
       const request = customerBody(id, extra.project ? { project: extra.project } : {}) as CreateCustomerRequest;
       const wanted = await newCustomerQuota(db(), t, extra.plan_id ?? t.partner.default_plan_id);
       const organization = `${t.partner.customer_prefix}-${id}`;
@@ -115,6 +118,8 @@ for (const target of testDatabases()) {
 
       const full: Resources = { ...(before.allocated as Resources) };
       await refused('the pool cannot take the quota', () => attempt('no-room', { pool: full }));
+      // The transaction makes the allocation's row, for the partner's first customer of a mode.
+      await refused('no allocation yet', () => attempt('first-test-customer', { mode: 'test' }));
 
       await limits({ max_open_operations: before.operations });
       await refused('as many operations open as allowed', () => attempt('too-busy'));

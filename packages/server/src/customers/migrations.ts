@@ -92,12 +92,12 @@ export const customerMigrations: Record<string, Migration> = {
     async up(db: Kysely<unknown>) {
       // What a create does under its partner's lock, run by the statement that inserted its rows, so that
       // the whole create is one statement committed on its own (decision 241): it counts the customer
-      // (the partner's row, locked until the commit), takes the capacity lock, then checks what the
-      // transaction's path checks, each read with a snapshot taken after the lock (a volatile PL/pgSQL
-      // function takes one per statement it runs), and writes the new allocation. Any check that does not
-      // plainly pass raises SQLSTATE TN002: the statement writes nothing, and the create runs in a
-      // transaction that finds the exact error (customers/service.ts). The lock order is the transaction's:
-      // the partner's row, then the capacity allocation.
+      // (the partner's row, locked until the commit), writes the new allocation where the quota fits
+      // (the capacity lock), then checks what the transaction's path checks, each read with a snapshot
+      // taken after the lock (a volatile PL/pgSQL function takes one per statement it runs). Any check
+      // that does not plainly pass raises SQLSTATE TN002: the statement writes nothing, and the create
+      // runs in a transaction that finds the exact error (customers/service.ts). The lock order is the
+      // transaction's: the partner's row, then the capacity allocation.
       await sql`
         create function customer_create_locked(
           p_partner_id text, p_mode text, p_scope text, p_operation_id text,
@@ -107,7 +107,6 @@ export const customerMigrations: Record<string, Migration> = {
         declare
           partner partners;
           held integer;
-          was_allocated jsonb;
           open_operations integer;
         begin
           update partners as p
@@ -126,12 +125,12 @@ export const customerMigrations: Record<string, Migration> = {
             raise exception using errcode = 'TN002', message = 'the default plan changed';
           end if;
 
-          insert into capacity_allocations as c (partner_id, mode, allocated)
-          values (p_partner_id, p_mode, '{"vcpu":0,"memory_gib":0,"storage_gib":0,"gpus":{}}')
-          on conflict (partner_id, mode) do update set allocated = c.allocated
-          returning c.allocated into was_allocated;
-          if not resources_fit(p_pool, was_allocated, p_quota) then
-            raise exception using errcode = 'TN002', message = 'the pool cannot take the quota';
+          -- The capacity lock and the new allocation in one write, where the quota fits. No row: the
+          -- partner's first customer of this mode, whose transaction makes the row.
+          update capacity_allocations as c set allocated = resources_add(c.allocated, p_quota)
+           where c.partner_id = p_partner_id and c.mode = p_mode and resources_fit(p_pool, c.allocated, p_quota);
+          if not found then
+            raise exception using errcode = 'TN002', message = 'the pool cannot take the quota, or it has no allocation yet';
           end if;
 
           select count(*) into open_operations
@@ -148,8 +147,6 @@ export const customerMigrations: Record<string, Migration> = {
             raise exception using errcode = 'TN002', message = 'a platform name is taken';
           end if;
 
-          update capacity_allocations as c set allocated = resources_add(was_allocated, p_quota)
-           where c.partner_id = p_partner_id and c.mode = p_mode;
           return true;
         end
         $$`.execute(db);
