@@ -508,28 +508,33 @@ export function newCustomerRows(
 }
 
 /**
+ * A new customer's rows (the customer, its owner, its first project and its `customer.create`
+ * operation) as the first parts of a statement, to be followed by what the create does under its
+ * partner's lock. PostgreSQL runs the parts of a statement that nothing reads last, so the part that
+ * takes the lock asks for each row part's answer (`NEW_ROWS_WRITTEN`): the rows are written before it
+ * waits, and a clash of ids or names fails without waiting for the partner's other creates (decision 239).
+ */
+function withNewCustomerRows(db: Db, rows: NewCustomerRows) {
+  return db
+    .with('customer', (qc) => customerInsert(qc, rows.customer).returning('uid'))
+    .with('owner', (qc) => userInsert(qc, rows.owner).returning('uid'))
+    .with('project', (qc) => projectInsert(qc, rows.project).returning('uid'))
+    .with('operation', (qc) => operationInsert(qc, rows.operation).returning('id'));
+}
+const NEW_ROWS_WRITTEN = sql<boolean>`exists (select from customer) and exists (select from owner) and exists (select from project) and exists (select from operation)`;
+
+/**
  * A new customer's rows, then its count on the partner's row and the capacity lock, in one statement
- * (decisions 223, 239): the customer, its owner, its first project and its `customer.create` operation
- * inserted (nobody sees the operation before the commit); then the partner's row (the main query) and
- * the allocation (a subquery correlated to it), the order every other path locks them in. PostgreSQL
- * runs the parts of a statement that nothing reads last, so the partner's update asks for each row
- * part's answer: the rows are written before it waits for the lock, as they were when they were a
- * statement of their own, and a clash of ids or names fails without waiting for it. One shape per mode
- * (each counts its own customers), compiled once (decision 233).
+ * of the create's transaction (decisions 223, 239): the rows (`withNewCustomerRows`; nobody sees the
+ * operation before the commit), then the partner's row (the main query) and the allocation (a subquery
+ * correlated to it), the order every other path locks them in. One shape per mode (each counts its own
+ * customers), compiled once (decision 233).
  */
 function rowsThenPartnerLock(mode: KeyMode) {
   return precompile(
     (trx: Db, a: NewCustomerRows & { partnerId: string }) =>
-      trx
-        .with('customer', (qc) => customerInsert(qc, a.customer).returning('uid'))
-        .with('owner', (qc) => userInsert(qc, a.owner).returning('uid'))
-        .with('project', (qc) => projectInsert(qc, a.project).returning('uid'))
-        .with('operation', (qc) => operationInsert(qc, a.operation).returning('id'))
-        .with('partner', (qc) =>
-          newCustomerCounted(qc, a.partnerId, mode).where(
-            sql<boolean>`exists (select from customer) and exists (select from owner) and exists (select from project) and exists (select from operation)`,
-          ),
-        )
+      withNewCustomerRows(trx, a)
+        .with('partner', (qc) => newCustomerCounted(qc, a.partnerId, mode).where(NEW_ROWS_WRITTEN))
         .with('allocation', (qc) => allocationLock(qc, a.partnerId, mode))
         .selectFrom('partner')
         .selectAll('partner')
@@ -557,12 +562,12 @@ async function insertAndLockPartner(
 const CREATE_NEEDS_TRANSACTION = 'TN002';
 
 /**
- * A whole create as one statement with no transaction around it (decision 241): the rows, written
- * before the lock as in `rowsThenPartnerLock` (the function's call is asked for only where the four
- * inserts answered), then `customer_create_locked`, which counts the customer on the partner's row,
- * takes the capacity lock, checks what the transaction checks with snapshots taken after the lock, and
- * writes the allocation. A partner's creates still take its row in turn, but each holds it only for
- * the function's own statements and the commit, with no round trip to the server in between.
+ * A whole create as one statement with no transaction around it (decision 241): the rows
+ * (`withNewCustomerRows`), then `customer_create_locked` (migration 0039), which counts the customer on
+ * the partner's row, writes the allocation where the quota fits (the capacity lock), and checks what
+ * the transaction checks with snapshots taken after the lock. A partner's creates still take its row in
+ * turn, but each holds it only for the function's own statements and the commit, with no round trip to
+ * the server in between.
  */
 const rowsThenLockedCreate = precompile(
   (
@@ -579,19 +584,13 @@ const rowsThenLockedCreate = precompile(
       poolJson: string;
     },
   ) =>
-    db
-      .with('customer', (qc) => customerInsert(qc, a.customer).returning('uid'))
-      .with('owner', (qc) => userInsert(qc, a.owner).returning('uid'))
-      .with('project', (qc) => projectInsert(qc, a.project).returning('uid'))
-      .with('operation', (qc) => operationInsert(qc, a.operation).returning('id'))
+    withNewCustomerRows(db, a)
       .selectNoFrom(
         sql<boolean>`customer_create_locked(${a.partnerId}, ${a.mode}, ${a.scope}, ${a.operationId}, ${a.organization}, ${a.namespace}, ${a.defaultPlanId}, ${a.quotaJson}, ${a.poolJson})`.as(
           'created',
         ),
       )
-      .where(
-        sql<boolean>`exists (select from customer) and exists (select from owner) and exists (select from project) and exists (select from operation)`,
-      ),
+      .where(NEW_ROWS_WRITTEN),
   { rows: ['customer', 'owner', 'project', 'operation'] },
 );
 
