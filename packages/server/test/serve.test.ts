@@ -93,6 +93,9 @@ describe('tenantry serve', () => {
     assert.match(server.output(), /tenantry stopped/);
     // Once serving, start-up's memory went back to the system (decision 226).
     assert.match(server.output(), /"ms":\d+,"msg":"start-up memory released"/);
+    // The new embedded database was made by a child process (decision 242), which applied every migration.
+    assert.match(server.output(), /"migrations":\["0001_[^"]*",.*"msg":"embedded database created and migrated by a separate process"/);
+    assert.doesNotMatch(server.output(), /"msg":"database migrated"/);
     assert.ok(!server.output().includes(key), 'no key in the logs');
     // Node's bundled fetch and WebSocket client (undici, with tls, http2 and zlib: 14 MB resident) is
     // never loaded by a server that does not use it (decision 214, infra/http/node-http.ts).
@@ -105,6 +108,7 @@ describe('tenantry serve', () => {
     const urls2 = { partnerUrl: again.partnerUrl, operatorUrl: again.operatorUrl, operatorToken };
     assert.equal((await exchange(urls2, key)).status, 200, 'the key survives a restart');
     assert.equal(await again.stop('SIGTERM'), 0);
+    assert.doesNotMatch(again.output(), /separate process|database migrated/, 'an existing database is opened as it is');
   });
 });
 

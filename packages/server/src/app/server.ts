@@ -19,6 +19,7 @@ import type { Platform } from '../platform/platform.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import type { Resolver } from '../webhooks/destination.ts';
 import { type AppDatabase as DatabaseHandle, migrate, openAppDatabase } from './database.ts';
+import { type MadeApart, makeNewEmbeddedDatabaseApart } from './new-embedded-database.ts';
 import { buildPartnerApp, type PartnerRoute } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
 import { databaseStartupError, listenStartupError } from './startup-errors.ts';
@@ -39,6 +40,11 @@ export interface StartOptions {
   logger?: Logger;
   /** An already-open database (tests share one across servers). */
   database?: DatabaseHandle;
+  /**
+   * The child making a new embedded database, started by the caller before it loaded the server
+   * (`makeNewEmbeddedDatabaseApart`); without it, the server starts one itself when the database is new.
+   */
+  embeddedMade?: Promise<MadeApart> | undefined;
   /** More partner API routes, mounted under the prefix with every cross-cutting rule (tests mount fixtures here). */
   partnerRoutes?: FastifyPluginAsync<{ services: Services }>[];
   /** The sandbox's address ranges per partner and mode (tests shrink it to reach NO_ADDRESS_SPACE). */
@@ -111,12 +117,21 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     if (repaired > 0) logger.warn({ data_dir: config.dataDir, entries: repaired }, 'data directory made owner-only');
   }
   const secretKeys = loadSecretKeys(config);
+  const embeddedDir = join(config.dataDir, 'db');
+  let madeApart: string[] = [];
+  if (options.database === undefined && config.databaseUrl === undefined) {
+    // A new embedded database is made by a child process, so that this one idles as on a restart.
+    const made = await (options.embeddedMade ?? makeNewEmbeddedDatabaseApart(config.dataDir));
+    if (made && 'applied' in made) madeApart = made.applied;
+    if (made && 'error' in made)
+      logger.warn({ problem: made.error }, 'making the embedded database in a separate process failed; making it here');
+  }
   const database =
     options.database ??
     (await openAppDatabase(
       config.databaseUrl
         ? { kind: 'postgres', url: config.databaseUrl, statementCache: config.databaseStatementCache }
-        : { kind: 'embedded', dataDir: join(config.dataDir, 'db') },
+        : { kind: 'embedded', dataDir: embeddedDir },
     ).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
     }));
@@ -128,6 +143,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const applied = await migrate(database.db).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
     });
+    if (madeApart.length > 0) logger.info({ migrations: madeApart }, 'embedded database created and migrated by a separate process');
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
     database.secureFiles();
     const services = await createServices({

@@ -38,9 +38,12 @@ export function registerServeCommand(program: Command): void {
     // Loaded on demand: the operator commands stay quick to start.
     const { limitHeapGrowth, releaseStartupMemory } = await import('../infra/process-memory.ts');
     limitHeapGrowth();
+    // A new embedded database is made by a child process while this one loads the server (decision 242).
+    const { makeNewEmbeddedDatabaseApart } = await import('../app/new-embedded-database.ts');
+    const embeddedMade = config.databaseUrl === undefined ? makeNewEmbeddedDatabaseApart(config.dataDir) : undefined;
     const { startServer } = await import('../app/server.ts');
     const { EmbeddedDatabaseLockedError } = await import('../infra/db/embedded-lock.ts');
-    const starting = startServer(config).catch((error: unknown) => {
+    const starting = startServer(config, { embeddedMade }).catch((error: unknown) => {
       // A setting that does not work here (database unreachable, port in use, data directory open to
       // others, another process on the embedded database): one line, as above.
       if (error instanceof ConfigError) throw new CliError(`cannot start: ${error.message}`, 2);
