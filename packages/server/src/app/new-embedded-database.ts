@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { existsSync, lstatSync } from 'node:fs';
+import { getCompileCacheDir } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -29,8 +30,9 @@ export function makeNewEmbeddedDatabaseApart(dataDir: string): Promise<MadeApart
     if (!stat.isDirectory() || (stat.mode & 0o077) !== 0 || stat.uid !== process.getuid?.()) return undefined;
   }
   return promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), databaseDir], {
-    // The server's own Node options (a profiler, an --import hook) are not the helper's.
-    env: { ...process.env, NODE_OPTIONS: '' },
+    // The server's own Node options (a profiler, an --import hook) are not the helper's; its compile
+    // cache is (the modules load without the type stripper).
+    env: { ...process.env, NODE_OPTIONS: '', ...(getCompileCacheDir() ? { NODE_COMPILE_CACHE: getCompileCacheDir() } : {}) },
     timeout: 120_000,
   }).then(
     ({ stdout }) => ({ applied: JSON.parse(stdout) as string[] }),

@@ -108,6 +108,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const clock = options.clock ?? systemClock;
   // The data directory holds the embedded database, the generated operator token and the secret
   // key file, whichever of them this deployment uses: owner-only, or start-up stops.
+  // A child the caller started to make a new embedded database finishes first: until it closes the
+  // database, some of its files have PGlite's own modes, which the data directory's check refuses.
+  const madeEarly = await options.embeddedMade;
   const usesDataDir =
     (options.database === undefined && config.databaseUrl === undefined) ||
     config.operatorToken === undefined ||
@@ -121,7 +124,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   let madeApart: string[] = [];
   if (options.database === undefined && config.databaseUrl === undefined) {
     // A new embedded database is made by a child process, so that this one idles as on a restart.
-    const made = await (options.embeddedMade ?? makeNewEmbeddedDatabaseApart(config.dataDir));
+    const made = madeEarly ?? (await makeNewEmbeddedDatabaseApart(config.dataDir));
     if (made && 'applied' in made) madeApart = made.applied;
     if (made && 'error' in made)
       logger.warn({ problem: made.error }, 'making the embedded database in a separate process failed; making it here');
