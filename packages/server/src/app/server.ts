@@ -106,11 +106,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   // path; the buffer is flushed every second, on shutdown (and by pino on exit).
   const logger = options.logger ?? createLogger(config.logLevel);
   const clock = options.clock ?? systemClock;
-  // The data directory holds the embedded database, the generated operator token and the secret
-  // key file, whichever of them this deployment uses: owner-only, or start-up stops.
   // A child the caller started to make a new embedded database finishes first: until it closes the
   // database, some of its files have PGlite's own modes, which the data directory's check refuses.
   const madeEarly = await options.embeddedMade;
+  // The data directory holds the embedded database, the generated operator token and the secret
+  // key file, whichever of them this deployment uses: owner-only, or start-up stops.
   const usesDataDir =
     (options.database === undefined && config.databaseUrl === undefined) ||
     config.operatorToken === undefined ||
