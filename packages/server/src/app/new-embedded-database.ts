@@ -29,16 +29,18 @@ export function makeNewEmbeddedDatabaseApart(dataDir: string): Promise<MadeApart
     const stat = lstatSync(dir);
     if (!stat.isDirectory() || (stat.mode & 0o077) !== 0 || stat.uid !== process.getuid?.()) return undefined;
   }
-  return promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), databaseDir], {
-    // The server's own Node options (a profiler, an --import hook) are not the helper's; its compile
-    // cache is (the modules load without the type stripper).
-    env: { ...process.env, NODE_OPTIONS: '', ...(getCompileCacheDir() ? { NODE_COMPILE_CACHE: getCompileCacheDir() } : {}) },
-    timeout: 120_000,
-  }).then(
-    ({ stdout }) => ({ applied: JSON.parse(stdout) as string[] }),
-    (error: { stderr?: unknown; message: string }) => ({
-      error: typeof error.stderr === 'string' && error.stderr.trim() ? (error.stderr.trim().split('\n').at(-1) ?? '') : error.message,
-    }),
+  return (
+    promisify(execFile)(process.execPath, [fileURLToPath(import.meta.url), databaseDir], {
+      // The server's own Node options (a profiler, an --import hook) are not the helper's; its compile
+      // cache is (the modules load without the type stripper).
+      env: { ...process.env, NODE_OPTIONS: '', ...(getCompileCacheDir() ? { NODE_COMPILE_CACHE: getCompileCacheDir() } : {}) },
+      timeout: 120_000,
+    })
+      // An answer that is not the list (the child did not run as one) is a failure like any other.
+      .then(({ stdout }): MadeApart => ({ applied: JSON.parse(stdout) as string[] }))
+      .catch((error: { stderr?: unknown; message: string }) => ({
+        error: typeof error.stderr === 'string' && error.stderr.trim() ? (error.stderr.trim().split('\n').at(-1) ?? '') : error.message,
+      }))
   );
 }
 
