@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { testDatabases } from '../../../test/harness.ts';
 import type { DatabaseHandle } from './database.ts';
 import { precompile } from './precompiled.ts';
@@ -73,6 +73,24 @@ for (const target of testDatabases()) {
         assert.equal((await grow(trx, { owner: 'bob', by: 10 })).numAffectedRows, 0n);
         await trx.updateTable('things').set({ size: 9 }).where('id', '=', 'c').execute();
       });
+    });
+
+    // A connection not given back stops the next statement: the test times out.
+    test('on the handle itself, a statement takes a connection and gives it back, whether it succeeds or fails', {
+      timeout: 20_000,
+    }, async () => {
+      // Outside a transaction, precompiled statements go to the pool directly (decision 244): a write
+      // still answers its count of rows, a failure is the database's own error, and every connection
+      // comes back (the pool has ten; the embedded database one, so a single one kept would stop it).
+      assert.equal((await grow(handle.db, { owner: 'bob', by: 10 })).numAffectedRows, 1n);
+      assert.equal((await grow(handle.db, { owner: 'bob', by: 10 })).numAffectedRows, 0n);
+      await handle.db.updateTable('things').set({ size: 9 }).where('id', '=', 'c').execute();
+      const divided = precompile((q: Kysely<Tables>, args: { by: number }) =>
+        q.selectFrom('things').select(sql<number>`size / ${args.by}`.as('part')).where('id', '=', 'c'),
+      );
+      assert.deepEqual((await divided(handle.db, { by: 3 })).rows, [{ part: 3 }]);
+      for (let i = 0; i < 12; i++) await assert.rejects(divided(handle.db, { by: 0 }), { code: '22012' });
+      assert.deepEqual((await bySizeAndOwner(handle.db, { owner: 'bob', minSize: 0 })).rows, [{ id: 'c', size: 9 }]);
     });
 
     test('a row argument binds each of its fields', async () => {

@@ -19,6 +19,47 @@ const compiler = new Kysely<unknown>({
   },
 });
 
+/** A client of a connection pool, as `pg`'s and the embedded database's answer one. */
+export interface PooledConnection {
+  query(sql: string, values: unknown[]): Promise<{ command: string; rowCount: number | null; rows: unknown[] }>;
+  release(): void;
+}
+
+/** A connection pool: `pg.Pool`, or the embedded database's `PGlitePool`. */
+export interface ConnectionPool {
+  connect(): Promise<PooledConnection>;
+}
+
+/** The pool under each handle that `openDatabase` opened (transactions are other objects: they are not here). */
+const pools = new WeakMap<object, ConnectionPool>();
+
+/**
+ * Precompiled statements run on `db` itself (not on a transaction of it) take a connection from `pool`
+ * and send their text and values there, as Kysely's executor would after its own layers: a read of the
+ * hot path spends about 3 µs and 5 KB less (decision 244). The connection is the one Kysely would have
+ * used (the pool's `connect`, with the per-connection prepared statements of `named-statements.ts`).
+ */
+export function runPrecompiledOnPool(db: object, pool: ConnectionPool): void {
+  pools.set(db, pool);
+}
+
+/** Kysely's answer to a statement (as its PostgreSQL driver builds it), from a connection's. */
+function onPool<Row>(pool: ConnectionPool, sql: string, values: unknown[]): Promise<QueryResult<Row>> {
+  return pool.connect().then((connection) =>
+    connection.query(sql, values).then(
+      ({ command, rowCount, rows }) => {
+        connection.release();
+        const writes = command === 'INSERT' || command === 'UPDATE' || command === 'DELETE' || command === 'MERGE';
+        return { numAffectedRows: writes ? BigInt(rowCount ?? 0) : undefined, rows: (rows ?? []) as Row[] };
+      },
+      (error: unknown) => {
+        connection.release();
+        throw error;
+      },
+    ),
+  );
+}
+
 /** Stands for an argument while a query is compiled; replaced by the argument's value on each run. */
 class Slot {
   readonly name: string;
@@ -106,7 +147,8 @@ export function precompile<DB, Args extends object, Row>(
       else if (slot.field === undefined) values[i] = given[slot.name];
       else values[i] = given[slot.name]?.[slot.field];
     }
-    return db.executeQuery<Row>(CompiledQuery.raw(sql, values));
+    const pool = pools.get(db);
+    return pool ? onPool<Row>(pool, sql, values) : db.executeQuery<Row>(CompiledQuery.raw(sql, values));
   };
 }
 
