@@ -61,6 +61,7 @@ import { benchOperations, benchPartner, burstCreates } from './operations.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
 import { benchSdk } from './sdk.ts';
+import { benchVersions } from './versions.ts';
 import { benchWebhooks } from './webhooks.ts';
 
 const POSTGRES_URL = process.env.TENANTRY_BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -305,7 +306,8 @@ process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
 // BENCH_ONLY=api, operations (e alone), webhooks, quotas, sdk or images runs one part; all by default.
-// BENCH_ONLY=flags (not part of the default run) compares Node flags.
+// BENCH_ONLY=flags and versions (not part of the default run) compare Node flags, and this checkout with
+// other revisions (BENCH_VERSIONS), head to head.
 const only = process.env.BENCH_ONLY;
 const HOT_ONLY = only === 'hot';
 // BENCH_DATABASES=pglite or postgres runs the api, webhooks and images parts on one database.
@@ -335,6 +337,7 @@ if (only === 'operations') {
   if (DATABASES.includes('postgres')) notes.lines.push(...((await onPostgres((env) => benchOperations(POSTGRES_LABEL, env))) ?? []));
 }
 if (only === 'flags') notes.lines.push(...((await onPostgres((env) => benchNodeFlags(POSTGRES_LABEL, env))) ?? []));
+if (only === 'versions') notes.lines.push(...(await benchVersions(POSTGRES_LABEL, postgresDatabase)));
 if (only === undefined || only === 'quotas') {
   notes.lines.push(...(await benchQuotas('PGlite', embedded())));
   notes.lines.push(...((await onPostgres((env) => benchQuotas(POSTGRES_LABEL, env))) ?? []));

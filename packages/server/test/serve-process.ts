@@ -21,16 +21,17 @@ export const SHARED_TEST_SECRET_KEY = 'a1'.repeat(32);
 /**
  * Runs `tenantry serve` as its own process and waits until both listeners are up. Processes on a
  * PostgreSQL server share one secret key, as a deployment's do; embedded ones keep theirs in their data directory.
- * `nodeFlags` replaces the Node flags `npm start` passes (the bench compares flags with it).
+ * `nodeFlags` replaces the Node flags `npm start` passes (the bench compares flags with it); `cli` runs
+ * another checkout's `bin/tenantry.js` (the bench compares versions with it).
  */
 export async function spawnServe(
   env: Record<string, string>,
-  options: { keepOutput?: boolean; args?: string[]; nodeFlags?: readonly string[] } = {},
+  options: { keepOutput?: boolean; args?: string[]; nodeFlags?: readonly string[]; cli?: string } = {},
 ): Promise<ServeProcess> {
   let listening = false;
   const sharedKey = env.TENANTRY_DATABASE_URL ? { TENANTRY_SECRET_KEY: SHARED_TEST_SECRET_KEY } : {};
   // As `npm start` and the chart start it (bin/process-settings.js).
-  const child = spawn(process.execPath, [...(options.nodeFlags ?? NODE_FLAGS), CLI, 'serve', ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? NODE_FLAGS), options.cli ?? CLI, 'serve', ...(options.args ?? [])], {
     env: {
       PATH: process.env.PATH ?? '',
       ...MALLOC_ENV,
