@@ -229,3 +229,37 @@ async function loadOnce(name: string, pid: number, options: autocannon.Options):
     threadsUs: { main: perRequest('main'), v8: perRequest('v8'), other: perRequest('other') },
   };
 }
+
+/** A server of a head-to-head comparison: its token, and how its lines name it ("with <flags>", "at <revision>"). */
+export interface Contender {
+  server: ServeProcess;
+  token: string;
+  name: string;
+}
+
+/**
+ * Servers loaded in turn, round after round, on `GET /customers/burst-0` and `GET /auth/whoami`
+ * (BENCH_ONLY=flags and versions): a line per server and path, with its median round's throughput, its
+ * CPU a request split by thread, and that CPU as a ratio to the first server's (`first` names it).
+ */
+export async function headToHead(label: string, contenders: Contender[], first: string): Promise<string[]> {
+  const lines: string[] = [];
+  for (const path of ['customers/burst-0', 'auth/whoami']) {
+    const results = await loadInterleaved(
+      contenders.map(({ server, token, name }) => ({
+        name: `${label}: GET /${path} ${name}`,
+        pid: server.child.pid ?? 0,
+        options: { url: `${server.partnerUrl}/api/public/v1/${path}`, headers: { authorization: `Bearer ${token}` } },
+      })),
+    );
+    const baseline = results[0] as Result;
+    for (const result of results) {
+      const { main, v8, other } = result.threadsUs;
+      lines.push(
+        `${result.name}: ${result.rps} req/s, ${result.cpuUs} µs CPU a request (main thread ${main}, V8's helpers ${v8}, ` +
+          `other ${other}; ${(result.cpuUs / baseline.cpuUs).toFixed(2)} of ${first}), peak ${result.rssMb} MB`,
+      );
+    }
+  }
+  return lines;
+}

@@ -12,7 +12,7 @@
  */
 import { NODE_FLAGS } from '../bin/process-settings.js';
 import { spawnServe } from '../test/serve-process.ts';
-import { benchServeEnv, type LoadSpec, loadInterleaved, partnerToken, type Result } from './common.ts';
+import { benchServeEnv, headToHead, partnerToken } from './common.ts';
 import { benchPartner, burstCreates } from './operations.ts';
 
 const FLAG_SETS = (process.env.BENCH_NODE_FLAGS ?? `${NODE_FLAGS.join(' ')}|`)
@@ -29,24 +29,8 @@ export async function benchNodeFlags(label: string, env: Record<string, string>)
     const partner = await benchPartner(first, 'bench');
     await burstCreates(label, partner.api, 1);
     const tokens = await Promise.all(servers.map((server) => partnerToken(server, partner.key)));
-    const lines: string[] = [];
-    for (const path of ['customers/burst-0', 'auth/whoami']) {
-      const specs: LoadSpec[] = servers.map((server, i) => ({
-        name: `${label}: GET /${path} with ${describe(FLAG_SETS[i] ?? [])}`,
-        pid: server.child.pid ?? 0,
-        options: { url: `${server.partnerUrl}/api/public/v1/${path}`, headers: { authorization: `Bearer ${tokens[i]}` } },
-      }));
-      const results = await loadInterleaved(specs);
-      const baseline = results[0] as Result;
-      for (const result of results) {
-        const { main, v8, other } = result.threadsUs;
-        lines.push(
-          `${result.name}: ${result.rps} req/s, ${result.cpuUs} µs CPU a request (main thread ${main}, V8's helpers ${v8}, ` +
-            `other ${other}; ${(result.cpuUs / baseline.cpuUs).toFixed(2)} of the first set's), peak ${result.rssMb} MB`,
-        );
-      }
-    }
-    return lines;
+    const contenders = servers.map((server, i) => ({ server, token: tokens[i] ?? '', name: `with ${describe(FLAG_SETS[i] ?? [])}` }));
+    return await headToHead(label, contenders, "the first set's");
   } finally {
     for (const server of servers) await server.stop();
   }

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnServe } from '../test/serve-process.ts';
-import { benchServeEnv, type LoadSpec, loadInterleaved, partnerToken, type Result } from './common.ts';
+import { benchServeEnv, headToHead, partnerToken } from './common.ts';
 import { benchPartner, burstCreates } from './operations.ts';
 
 const REVISIONS = (process.env.BENCH_VERSIONS ?? 'HEAD')
@@ -76,24 +76,8 @@ export async function benchVersions(label: string, makeDatabase: MakeDatabase): 
       await burstCreates(label, partner.api, 1);
       tokens.push(await partnerToken(server, partner.key));
     }
-    const lines: string[] = [];
-    for (const path of ['customers/burst-0', 'auth/whoami']) {
-      const specs: LoadSpec[] = servers.map((server, i) => ({
-        name: `${label}: GET /${path} at ${versions[i]?.label}`,
-        pid: server.child.pid ?? 0,
-        options: { url: `${server.partnerUrl}/api/public/v1/${path}`, headers: { authorization: `Bearer ${tokens[i]}` } },
-      }));
-      const results = await loadInterleaved(specs);
-      const baseline = results[0] as Result;
-      for (const result of results) {
-        const { main, v8, other } = result.threadsUs;
-        lines.push(
-          `${result.name}: ${result.rps} req/s, ${result.cpuUs} µs CPU a request (main thread ${main}, V8's helpers ${v8}, ` +
-            `other ${other}; ${(result.cpuUs / baseline.cpuUs).toFixed(2)} of this checkout's), peak ${result.rssMb} MB`,
-        );
-      }
-    }
-    return lines;
+    const contenders = servers.map((server, i) => ({ server, token: tokens[i] ?? '', name: `at ${versions[i]?.label}` }));
+    return await headToHead(label, contenders, "this checkout's");
   } finally {
     for (const server of servers) await server.stop();
     for (const database of databases) await database.drop();
