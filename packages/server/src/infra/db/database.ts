@@ -5,7 +5,7 @@ import { ensurePrivateDir, makeOwnerOnly } from '../data-dir.ts';
 import { acquireEmbeddedLock } from './embedded-lock.ts';
 import { isChangedShape, prepareStatements, STATEMENT_CACHE_DEFAULT } from './named-statements.ts';
 import type { PGlitePool } from './pglite-pool.ts';
-import { type ConnectionPool, runPrecompiledOnPool } from './precompiled.ts';
+import { runPrecompiledOnPool } from './precompiled.ts';
 import { trackTransactions } from './transactions.ts';
 
 export interface DatabaseHandle<DB = unknown> {
@@ -67,7 +67,7 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
   }
   const statementCache = target.statementCache ?? STATEMENT_CACHE_DEFAULT;
   const pool = serverPool({ connectionString: target.url, max: 10 }, statementCache);
-  const db = onPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })), pool);
+  const db = runPrecompiledOnPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })), pool);
   let asynchronous: Promise<Kysely<DB>> | undefined;
   return {
     db,
@@ -89,12 +89,6 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
       await db.destroy();
     },
   };
-}
-
-/** A handle whose precompiled statements go to `pool` directly (decision 244). */
-function onPool<DB>(db: Kysely<DB>, pool: ConnectionPool): Kysely<DB> {
-  runPrecompiledOnPool(db, pool);
-  return db;
 }
 
 function serverPool(connection: pg.PoolConfig, statementCache: number): pg.Pool {
@@ -151,12 +145,12 @@ async function openAsynchronousCommit<DB>(url: string, statementCache: number): 
     await pool.end().catch(() => {});
     return { reason: `the server kept synchronous_commit=${setting} (a pooler ignoring the options startup parameter)` };
   }
-  return { db: onPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })), pool) };
+  return { db: runPrecompiledOnPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })), pool) };
 }
 
 function embedded<DB>(pool: PGlitePool, dataDir: string | undefined, afterClose: () => void): DatabaseHandle<DB> {
   // biome-ignore lint/suspicious/noExplicitAny: PGlitePool implements the subset of pg.Pool Kysely calls.
-  const db = onPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool: pool as any }) })), pool);
+  const db = runPrecompiledOnPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool: pool as any }) })), pool);
   const secureFiles = () => {
     if (dataDir !== undefined) makeOwnerOnly(dataDir);
   };

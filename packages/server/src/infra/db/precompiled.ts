@@ -38,9 +38,11 @@ const pools = new WeakMap<object, ConnectionPool>();
  * and send their text and values there, as Kysely's executor would after its own layers: a read of the
  * hot path spends 2–4 µs and about 4 KB less (decision 244). The connection is the one Kysely would have
  * used (the pool's `connect`, with the per-connection prepared statements of `named-statements.ts`).
+ * Answers `db`.
  */
-export function runPrecompiledOnPool(db: object, pool: ConnectionPool): void {
+export function runPrecompiledOnPool<Handle extends object>(db: Handle, pool: ConnectionPool): Handle {
   pools.set(db, pool);
+  return db;
 }
 
 /** Kysely's answer to a statement (as its PostgreSQL driver builds it), from a connection's. */
