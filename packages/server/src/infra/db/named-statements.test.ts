@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { type Kysely, sql } from 'kysely';
 import { createServerDatabase, dropServerDatabase } from '../../../test/harness.ts';
 import { type DatabaseHandle, isDatabaseUnavailable, openDatabase } from './database.ts';
-import { isChangedShape, PreparedTexts } from './named-statements.ts';
+import { isChangedShape, PreparedTexts, rowShapeCounts } from './named-statements.ts';
 
 const SERVER = process.env.TENANTRY_TEST_DATABASE_URL;
 
@@ -39,6 +39,55 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
       const held = await prepared(conn);
       assert.equal(held.filter((text) => text === 'select $1::int * 2 as doubled').length, 1);
       assert.ok(!held.includes('select 1 as one'));
+    });
+  });
+
+  test('rows come out whole, typed and apart at every run, their columns parsed by what the first run built (decision 246)', async () => {
+    const db = await open();
+    await onOneConnection(db, async (conn) => {
+      const read = (n: number, doc: object, flag: boolean) =>
+        sql<{ n: number; at: Date; doc: object; nothing: null; flag: boolean; big: number }>`
+          select ${n}::int as n, timestamptz '2026-11-27 01:02:03.456+00' + make_interval(secs => ${n}) as at,
+                 ${JSON.stringify(doc)}::jsonb as doc, null::text as nothing, ${flag}::bool as flag, ${n}::bigint * 1000 as big`.execute(
+          conn,
+        );
+      const before = { ...rowShapeCounts };
+      const runs = [];
+      for (const n of [1, 2, 3]) runs.push((await read(n, { n, list: [n] }, n % 2 === 0)).rows);
+      assert.deepEqual(rowShapeCounts, { built: before.built + 1, kept: before.kept + 2 }, 'the shape is built by the first run only');
+      for (const [i, rows] of runs.entries()) {
+        const n = i + 1;
+        assert.deepEqual(rows, [
+          {
+            n,
+            at: new Date(Date.UTC(2026, 10, 27, 1, 2, 3 + n, 456)),
+            doc: { n, list: [n] },
+            nothing: null,
+            flag: n % 2 === 0,
+            big: n * 1000,
+          },
+        ]);
+        assert.deepEqual(Object.keys(rows[0] ?? {}), ['n', 'at', 'doc', 'nothing', 'flag', 'big'], 'the columns in their order');
+      }
+      (runs[0]?.[0] as { n: number }).n = 99;
+      assert.equal(runs[1]?.[0]?.n, 2, 'each row is an object of its own');
+      const again = (await read(4, {}, true)).rows[0];
+      assert.equal(again?.n, 4);
+      assert.equal(Object.getPrototypeOf(again), Object.prototype, 'a plain object, as pg answers');
+    });
+  });
+
+  test('a text whose columns changed is built again, and its rows have the new columns', async () => {
+    const db = await open();
+    await sql`create table reshaped (id int primary key, a int)`.execute(db);
+    await sql`insert into reshaped values (1, 10)`.execute(db);
+    await onOneConnection(db, async (conn) => {
+      const read = () => sql`select * from reshaped where id = ${1}`.execute(conn);
+      assert.deepEqual((await read()).rows, [{ id: 1, a: 10 }]);
+      await sql`alter table reshaped alter column a type text`.execute(db);
+      const built = rowShapeCounts.built;
+      assert.deepEqual((await read()).rows, [{ id: 1, a: '10' }], 'the new type, parsed as the new type');
+      assert.equal(rowShapeCounts.built, built + 1);
     });
   });
 
