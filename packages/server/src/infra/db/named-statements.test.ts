@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Kysely, sql } from 'kysely';
+import pg from 'pg';
 import { createServerDatabase, dropServerDatabase } from '../../../test/harness.ts';
 import { type DatabaseHandle, isDatabaseUnavailable, openDatabase } from './database.ts';
-import { isChangedShape, PreparedTexts, rowShapeCounts } from './named-statements.ts';
+import { compileRowParser, isChangedShape, PreparedTexts, rowShapeCounts } from './named-statements.ts';
 
 const SERVER = process.env.TENANTRY_TEST_DATABASE_URL;
 
@@ -54,7 +55,11 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
       const before = { ...rowShapeCounts };
       const runs = [];
       for (const n of [1, 2, 3]) runs.push((await read(n, { n, list: [n] }, n % 2 === 0)).rows);
-      assert.deepEqual(rowShapeCounts, { built: before.built + 1, kept: before.kept + 2 }, 'the shape is built by the first run only');
+      assert.deepEqual(
+        rowShapeCounts,
+        { built: before.built + 1, kept: before.kept + 2, ownParser: before.ownParser + 2 },
+        'the shape is built by the first run only; later runs parse rows with a parser of their own',
+      );
       for (const [i, rows] of runs.entries()) {
         const n = i + 1;
         assert.deepEqual(rows, [
@@ -148,4 +153,58 @@ test('the statement cache forgets the least recently used text: a use counts as 
   );
   assert.equal(texts.remove('d'), 'd-statement');
   assert.equal(texts.add('f', 'f-statement'), undefined, 'room again after a removal');
+});
+
+/** `pg`'s own parsing of a row: its `Result` given the columns' description, as a query's is. */
+function pgParse(fields: pg.FieldDef[], rowData: unknown[]) {
+  const result = (
+    new pg.Query('') as unknown as { _result: { addFields(f: pg.FieldDef[]): void; parseRow(d: unknown[]): object; _parsers: [] } }
+  )._result;
+  result.addFields(fields);
+  return { row: result.parseRow(rowData), parsers: result._parsers };
+}
+
+const column = (name: string, dataTypeID: number, format = 'text') =>
+  ({ name, dataTypeID, format, tableID: 0, columnID: 0, dataTypeSize: -1, dataTypeModifier: -1 }) as pg.FieldDef;
+
+test("a statement's own row parser answers what pg's parseRow does, names of any spelling and repeated names included (decision 247)", () => {
+  const fields = [
+    column('id', 25),
+    column('n', 23),
+    column('doc', 3802),
+    column('at', 1184),
+    column('flag', 16),
+    column('n', 20),
+    column('gone', 23),
+    column('we"ird\\\n\u2028name', 25),
+    column('constructor', 25),
+    column('toString', 23),
+  ];
+  const rowData = ['cus_1', '7', '{"a":[1,{"b":null}]}', '2026-11-27 01:02:03.456+00', 't', '9000', null, 'x', 'y', '3'];
+  const { row: expected, parsers } = pgParse(fields, rowData);
+  const parseRow = compileRowParser(fields, parsers);
+  assert.ok(parseRow);
+  const row = parseRow(rowData);
+  assert.deepEqual(row, expected);
+  assert.deepEqual(row, {
+    id: 'cus_1',
+    n: 9000,
+    doc: { a: [1, { b: null }] },
+    at: new Date(Date.UTC(2026, 10, 27, 1, 2, 3, 456)),
+    flag: true,
+    gone: null,
+    'we"ird\\\n\u2028name': 'x',
+    constructor: 'y',
+    toString: 3,
+  });
+  assert.deepEqual(Object.keys(row), Object.keys(expected), 'the same columns in the same order: a repeated name keeps its first place');
+  assert.equal(Object.getPrototypeOf(row), Object.prototype);
+  assert.notEqual(parseRow(rowData), row, 'a new object for every row');
+});
+
+test('a column named __proto__ or sent in binary is left to pg: no parser of its own', () => {
+  const proto = [column('id', 25), column('__proto__', 25)];
+  assert.equal(compileRowParser(proto, pgParse(proto, ['a', 'b']).parsers), undefined);
+  const binary = [column('id', 25), column('blob', 17, 'binary')];
+  assert.equal(compileRowParser(binary, pgParse(binary, ['a', null]).parsers), undefined);
 });
