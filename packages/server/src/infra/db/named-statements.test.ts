@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
+import type { EventEmitter } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { createServerDatabase, dropServerDatabase } from '../../../test/harness.ts';
 import { type DatabaseHandle, isDatabaseUnavailable, openDatabase } from './database.ts';
-import { compileRowParser, isChangedShape, PreparedTexts, rowShapeCounts } from './named-statements.ts';
+import { compileRowParser, isChangedShape, PreparedTexts, prepareStatements, rowShapeCounts } from './named-statements.ts';
 
 const SERVER = process.env.TENANTRY_TEST_DATABASE_URL;
 
@@ -80,6 +81,36 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
       assert.equal(again?.n, 4);
       assert.equal(Object.getPrototypeOf(again), Object.prototype, 'a plain object, as pg answers');
     });
+  });
+
+  test('later runs of a statement ask PostgreSQL for no description of its columns, and answer as the first did (decision 248)', async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      prepareStatements(client as unknown as pg.PoolClient, 16);
+      let descriptions = 0;
+      (client as unknown as { connection: EventEmitter }).connection.on('rowDescription', () => descriptions++);
+      const read = 'select $1::int as n, now() as at, $2::jsonb as doc';
+      for (const n of [1, 2, 3]) {
+        const { rows, rowCount, command } = await client.query(read, [n, JSON.stringify({ list: [n] })]);
+        assert.equal(rows.length, 1);
+        assert.equal(rows[0].n, n);
+        assert.ok(rows[0].at instanceof Date);
+        assert.deepEqual(rows[0].doc, { list: [n] });
+        assert.deepEqual([rowCount, command], [1, 'SELECT']);
+      }
+      assert.equal(descriptions, 1, 'described at the first run only');
+      // No rows: an empty list and its count, at every run.
+      for (const n of [1, 2]) assert.deepEqual((await client.query('select $1::int as n where false', [n])).rows, []);
+      // A failing run of a known statement reaches its caller, and the connection goes on.
+      const divide = 'select 10 / $1::int as q';
+      assert.deepEqual((await client.query(divide, [2])).rows, [{ q: 5 }]);
+      await assert.rejects(client.query(divide, [0]), /division by zero/);
+      assert.deepEqual((await client.query(divide, [5])).rows, [{ q: 2 }]);
+      assert.deepEqual((await client.query(read, [4, '{}'])).rows[0]?.n, 4);
+    } finally {
+      await client.end();
+    }
   });
 
   test('a text whose columns changed is built again, and its rows have the new columns', async () => {

@@ -83,55 +83,63 @@ interface ResultInternals {
 }
 
 /**
- * How many result descriptions were turned into a row shape, how many found theirs kept, and how many
- * of those were parsed by the statement's own row parser (read by the tests).
+ * How many first runs built a row shape from PostgreSQL's description, how many later runs used a kept
+ * one without asking for a description, and how many of those parsed rows with the statement's own
+ * parser (read by the tests).
  */
 export const rowShapeCounts = { built: 0, kept: 0, ownParser: 0 };
 
-type PgQuery = pg.Query & { name: string; callback?: (err: Error | null, res: pg.QueryResult) => void; _result: ResultInternals };
+/** The parts of `pg`'s connection (lib/connection.js) a query's `prepare` sends its messages through. */
+interface ConnectionInternals {
+  describe(message: unknown): void;
+}
+
+type PgQuery = pg.Query & {
+  name: string;
+  callback?: (err: Error | null, res: pg.QueryResult) => void;
+  _result: ResultInternals;
+  /** Set by `pg`'s `handleRowDescription`: whether rows are collected into the result. */
+  _accumulateRows: boolean;
+  prepare(connection: ConnectionInternals): void;
+};
 
 /** `pg`'s own `Result.prototype.addFields`. */
 const buildRowShape = Object.getPrototypeOf((new pg.Query('') as unknown as PgQuery)._result).addFields as ResultInternals['addFields'];
 
 /**
- * Runs a prepared statement as `client.query({ name, text, values })` would, for less (decision 246):
+ * Runs a prepared statement as `client.query({ name, text, values })` would, for less:
  * - `pg` copies a configuration object property by property before it makes its query (1–2 µs in a
- *   profile); its `Query` made from the text takes none;
- * - `pg` has the server describe the result's columns on every execution, and rebuilds from that
- *   description an array of column parsers and the empty row it copies for each result row, through a
- *   null-prototype object and a spread: 2.5 µs for a row of 17 columns measured alone, 5–6 µs in a
- *   profile of `GET /customers/{id}`, the largest single cost of the request's JavaScript. The
- *   description of a prepared statement is the same at every execution, so the connection keeps what
- *   was built from it with the statement, and gives it to each later result whose description matches
- *   (column names, types and formats: anything else is built afresh and kept in its place).
+ *   profile); its `Query` made from the text takes none (decision 246);
+ * - `pg` asks the server to describe the result's columns at every execution (a Describe message, and
+ *   a RowDescription back), and rebuilds from that description an array of column parsers and the
+ *   empty row it copies for each result row: 5–6 µs of a `GET /customers/{id}` in a profile, the
+ *   largest single cost of the request's JavaScript (decision 246). A prepared statement's columns are
+ *   the same at every execution: PostgreSQL refuses to run one whose result changed ("cached plan must
+ *   not change result type", handled in `prepareStatements`). So the first run on a connection builds
+ *   the row shape from the description, and later runs use it without asking for one (decision 248):
+ *   its column parsers, its empty row and its own row parser (`compileRowParser`, decision 247).
  * Resolves and rejects as `client.query` does.
  */
 function runNamed(client: pg.PoolClient, statement: Statement, values: unknown[]): Promise<pg.QueryResult> {
   const query = new pg.Query(statement.text, values) as unknown as PgQuery;
   query.name = statement.name;
-  query._result.addFields = function (this: ResultInternals, fields) {
-    const shape = statement.shape;
-    if (shape !== undefined && sameFields(shape.fields, fields)) {
-      rowShapeCounts.kept++;
-      this.fields = fields;
-      this._parsers = shape.parsers;
-      this._prebuiltEmptyResultObject = shape.emptyRow;
-      if (shape.parseRow !== undefined) {
-        rowShapeCounts.ownParser++;
-        this.parseRow = shape.parseRow;
-      }
-      return;
-    }
-    rowShapeCounts.built++;
-    buildRowShape.call(this, fields);
-    if (this._parsers !== undefined && this._prebuiltEmptyResultObject !== null)
-      statement.shape = {
-        fields,
-        parsers: this._parsers,
-        emptyRow: this._prebuiltEmptyResultObject,
-        parseRow: compileRowParser(fields, this._parsers),
-      };
-  };
+  const shape = statement.shape;
+  if (shape === undefined) {
+    // The first run on this connection: the description PostgreSQL sends is turned into the shape, kept.
+    query._result.addFields = function (this: ResultInternals, fields) {
+      rowShapeCounts.built++;
+      buildRowShape.call(this, fields);
+      if (this._parsers !== undefined && this._prebuiltEmptyResultObject !== null)
+        statement.shape = {
+          fields,
+          parsers: this._parsers,
+          emptyRow: this._prebuiltEmptyResultObject,
+          parseRow: compileRowParser(fields, this._parsers),
+        };
+    };
+  } else {
+    useKnownShape(query, shape);
+  }
   return new Promise<pg.QueryResult>((resolve, reject) => {
     query.callback = (err, res) => (err ? reject(err) : resolve(res));
     client.query(query as unknown as pg.QueryConfig);
@@ -166,15 +174,36 @@ return function parseRow(d) {
   return new Function('parsers', source)(parsers) as RowParser;
 }
 
-function sameFields(kept: readonly pg.FieldDef[], fields: readonly pg.FieldDef[]): boolean {
-  if (kept.length !== fields.length) return false;
-  for (let i = 0; i < kept.length; i++) {
-    const a = kept[i] as pg.FieldDef;
-    const b = fields[i] as pg.FieldDef;
-    if (a.name !== b.name || a.dataTypeID !== b.dataTypeID || a.format !== b.format) return false;
+/**
+ * A later run of a statement whose row shape is known: the result is set up as `pg`'s
+ * `handleRowDescription` would set it from a description (the columns, their parsers, the empty row,
+ * rows collected), and the query is sent without the Describe message, so PostgreSQL sends no
+ * description. `pg`'s own `prepare` sends the rest (Parse when needed, Bind, Execute, Sync).
+ */
+function useKnownShape(query: PgQuery, shape: RowShape): void {
+  rowShapeCounts.kept++;
+  const result = query._result;
+  result.fields = shape.fields;
+  result._parsers = shape.parsers;
+  result._prebuiltEmptyResultObject = shape.emptyRow;
+  if (shape.parseRow !== undefined) {
+    rowShapeCounts.ownParser++;
+    result.parseRow = shape.parseRow;
   }
-  return true;
+  query._accumulateRows = true;
+  const prepare = query.prepare;
+  query.prepare = function (this: PgQuery, connection) {
+    const describe = connection.describe;
+    connection.describe = skipDescribe;
+    try {
+      prepare.call(this, connection);
+    } finally {
+      connection.describe = describe;
+    }
+  };
 }
+
+function skipDescribe(): void {}
 
 /**
  * The texts a connection has prepared and what each was prepared as, least recently used first, at
