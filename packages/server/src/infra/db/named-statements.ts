@@ -191,16 +191,21 @@ function useKnownShape(query: PgQuery, shape: RowShape): void {
     result.parseRow = shape.parseRow;
   }
   query._accumulateRows = true;
-  const prepare = query.prepare;
-  query.prepare = function (this: PgQuery, connection) {
-    const describe = connection.describe;
-    connection.describe = skipDescribe;
-    try {
-      prepare.call(this, connection);
-    } finally {
-      connection.describe = describe;
-    }
-  };
+  query.prepare = prepareWithoutDescribe;
+}
+
+/** `pg`'s own `Query.prototype.prepare`. */
+const pgPrepare = (pg.Query.prototype as unknown as PgQuery).prepare;
+
+/** `pg`'s `prepare`, its connection's `describe` a no-op while it runs. */
+function prepareWithoutDescribe(this: PgQuery, connection: ConnectionInternals): void {
+  const describe = connection.describe;
+  connection.describe = skipDescribe;
+  try {
+    pgPrepare.call(this, connection);
+  } finally {
+    connection.describe = describe;
+  }
 }
 
 function skipDescribe(): void {}
