@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
@@ -110,6 +111,45 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
       assert.deepEqual((await client.query(read, [4, '{}'])).rows[0]?.n, 4);
     } finally {
       await client.end();
+    }
+  });
+
+  test('the statements made in one turn of the event loop leave together at its end, and each answers its own caller (decision 249)', async () => {
+    const clients = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+    try {
+      for (const client of clients) {
+        await client.connect();
+        prepareStatements(client as unknown as pg.PoolClient, 16);
+      }
+      const sockets = clients.map((client) => (client as unknown as { connection: { stream: Socket } }).connection.stream);
+      const answers = clients.map((client, i) => client.query('select $1::int + 1 as next', [i]));
+      // Made, and not sent yet: both wait in their sockets, held there until the end of this turn.
+      assert.deepEqual(
+        sockets.map((socket) => [socket.writableCorked, socket.writableLength > 0]),
+        [
+          [1, true],
+          [1, true],
+        ],
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(
+        sockets.map((socket) => [socket.writableCorked, socket.writableLength]),
+        [
+          [0, 0],
+          [0, 0],
+        ],
+        'sent',
+      );
+      assert.deepEqual(
+        (await Promise.all(answers)).map((result) => result.rows),
+        [[{ next: 1 }], [{ next: 2 }]],
+      );
+      // A statement that fails still leaves, and the next one on its connection too.
+      const client = clients[0] as pg.Client;
+      await assert.rejects(client.query('select 1 / $1::int as q', [0]), /division by zero/);
+      assert.deepEqual((await client.query('select 1 / $1::int as q', [1])).rows, [{ q: 1 }]);
+    } finally {
+      for (const client of clients) await client.end();
     }
   });
 

@@ -1,4 +1,6 @@
+import type { Socket } from 'node:net';
 import pg from 'pg';
+import { atEndOfTurn } from '../end-of-turn.ts';
 
 /** Statements kept prepared per connection by default (TENANTRY_DATABASE_STATEMENT_CACHE). */
 export const STATEMENT_CACHE_DEFAULT = 256;
@@ -92,15 +94,17 @@ export const rowShapeCounts = { built: 0, kept: 0, ownParser: 0 };
 /** The parts of `pg`'s connection (lib/connection.js) a query's `prepare` sends its messages through. */
 interface ConnectionInternals {
   describe(message: unknown): void;
+  stream: Socket;
 }
 
-type PgQuery = pg.Query & {
+type PgQuery = Omit<pg.Query, 'submit'> & {
   name: string;
   callback?: (err: Error | null, res: pg.QueryResult) => void;
   _result: ResultInternals;
   /** Set by `pg`'s `handleRowDescription`: whether rows are collected into the result. */
   _accumulateRows: boolean;
   prepare(connection: ConnectionInternals): void;
+  submit(connection: ConnectionInternals): Error | null;
 };
 
 /** `pg`'s own `Result.prototype.addFields`. */
@@ -140,6 +144,7 @@ function runNamed(client: pg.PoolClient, statement: Statement, values: unknown[]
   } else {
     useKnownShape(query, shape);
   }
+  query.submit = submitAtEndOfTurn;
   return new Promise<pg.QueryResult>((resolve, reject) => {
     query.callback = (err, res) => (err ? reject(err) : resolve(res));
     client.query(query as unknown as pg.QueryConfig);
@@ -209,6 +214,25 @@ function prepareWithoutDescribe(this: PgQuery, connection: ConnectionInternals):
 }
 
 function skipDescribe(): void {}
+
+/** `pg`'s own `Query.prototype.submit`. */
+const pgSubmit = (pg.Query.prototype as unknown as PgQuery).submit;
+
+/**
+ * `pg`'s `submit`, its messages held in the socket until the end of this turn of the event loop
+ * (decision 249): the statements of the requests handled in one turn leave together, so the PostgreSQL
+ * backends they wake are woken in one go, not one between each request's JavaScript and the next.
+ * `pg` corks the socket around its messages; the cork taken here first keeps them there after its uncork.
+ */
+function submitAtEndOfTurn(this: PgQuery, connection: ConnectionInternals): Error | null {
+  connection.stream.cork();
+  atEndOfTurn(uncork, connection.stream);
+  return pgSubmit.call(this, connection);
+}
+
+function uncork(stream: Socket): void {
+  stream.uncork();
+}
 
 /**
  * The texts a connection has prepared and what each was prepared as, least recently used first, at

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
 import { accessLog } from '../log/access-line.ts';
+import { coalesceResponseWrites } from './coalesced-writes.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
 import { http } from './node-http.ts';
 import { installValidators } from './validation.ts';
@@ -77,6 +78,7 @@ export function createHttpApp(
 
   installValidators(app);
   installErrorHandler(app);
+  coalesceResponseWrites(app);
 
   // A second router, fed with every route, answers "which methods does this path have?".
   const methodsByPath = FindMyWay();

@@ -1,0 +1,24 @@
+/**
+ * Work put off to the end of the event loop's current turn, all of it at once: after the I/O callbacks
+ * that arrived together (requests, database results) have run, before the loop waits for more.
+ * Decision 249: a server writes its sockets back to back there, as Redis writes its replies before its
+ * loop sleeps, so that the peers it writes to are woken once a batch rather than once a message.
+ *
+ * A task must not throw (one that does is thrown again at once, as any exception in a callback of the
+ * loop's would be); a task that puts off more work puts it off to the next turn.
+ */
+export function atEndOfTurn<T>(task: (value: T) => void, value: T): void {
+  if (tasks.length === 0) setImmediate(runAll);
+  tasks.push(task as (value: unknown) => void);
+  values.push(value);
+}
+
+let tasks: ((value: unknown) => void)[] = [];
+let values: unknown[] = [];
+
+function runAll(): void {
+  const [batch, arguments_] = [tasks, values];
+  tasks = [];
+  values = [];
+  for (let i = 0; i < batch.length; i++) (batch[i] as (value: unknown) => void)(arguments_[i]);
+}

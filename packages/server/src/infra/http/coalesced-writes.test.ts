@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { test } from 'node:test';
+import type { FastifyReply } from 'fastify';
+import pino from 'pino';
+import { createHttpApp } from './create-http-app.ts';
+
+/** One HTTP/1.1 request on a socket of its own that closes after the answer; the raw answer. */
+async function answerOf(socket: Socket): Promise<string> {
+  let text = '';
+  socket.on('data', (chunk: Buffer) => {
+    text += chunk.toString('utf8');
+  });
+  await once(socket, 'end');
+  return text;
+}
+
+async function listening(app: ReturnType<typeof createHttpApp>): Promise<number> {
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return (app.server.address() as AddressInfo).port;
+}
+
+test('the responses to requests handled in one turn of the event loop are written together at its end (decision 249)', async () => {
+  const app = createHttpApp(pino({ level: 'silent' }), 'test');
+  const replies: FastifyReply[] = [];
+  // For each request as it is handled: whether the responses of those handled before it were written.
+  const writtenBefore: boolean[][] = [];
+  app.get<{ Params: { n: string } }>('/slot/:n', (request, reply) => {
+    writtenBefore.push(replies.map((earlier) => earlier.raw.writableEnded));
+    replies.push(reply);
+    return { n: request.params.n };
+  });
+  const port = await listening(app);
+  try {
+    // Both connections accepted by the server before either request is sent.
+    let accepted = 0;
+    const bothAccepted = new Promise<void>((resolve) => {
+      app.server.on('connection', () => {
+        if (++accepted === 2) resolve();
+      });
+    });
+    const sockets = [0, 1].map(() => connect(port, '127.0.0.1'));
+    await bothAccepted;
+    const answers = sockets.map(answerOf);
+    for (const [n, socket] of sockets.entries()) socket.write(`GET /slot/${n} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n`);
+    // This thread holds still until both requests wait in the server's sockets: its next poll finds both.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    const texts = await Promise.all(answers);
+    assert.deepEqual(writtenBefore, [[], [false]], "the first response waited for the second request's handler");
+    for (const text of texts) assert.match(text, /^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n\{"n":"[01]"\}$/);
+    assert.notEqual(texts[0], texts[1]);
+  } finally {
+    await app.close();
+  }
+});
+
+test('a response Node refuses to write (a control character in a header) answers 500 INTERNAL_ERROR in the envelope, and the server goes on', async () => {
+  const app = createHttpApp(pino({ level: 'silent' }), 'test');
+  app.get('/bad-header', (_request, reply) => reply.header('x-broken', 'a\u0007b').send({ ok: true }));
+  app.get('/fine', () => ({ ok: true }));
+  const port = await listening(app);
+  try {
+    const ask = async (path: string) => {
+      const socket = connect(port, '127.0.0.1');
+      const answer = answerOf(socket);
+      socket.write(`GET ${path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n`);
+      return answer;
+    };
+    const refused = await ask('/bad-header');
+    assert.match(refused, /^HTTP\/1\.1 500 Internal Server Error\r\n/);
+    assert.match(refused, /\r\nx-request-id: req_\w+\r\n/);
+    assert.doesNotMatch(refused, /x-broken/);
+    assert.equal(JSON.parse(refused.slice(refused.indexOf('\r\n\r\n') + 4)).error.code, 'INTERNAL_ERROR');
+    assert.match(await ask('/fine'), /^HTTP\/1\.1 200 OK/);
+  } finally {
+    await app.close();
+  }
+});
