@@ -42,7 +42,8 @@ test('the responses to requests handled in one turn of the event loop are writte
       });
     });
     const sockets = [0, 1].map(() => connect(port, '127.0.0.1'));
-    await bothAccepted;
+    // Connected on the client's side too, so each write below goes out at once, not on 'connect'.
+    await Promise.all([bothAccepted, ...sockets.map((socket) => once(socket, 'connect'))]);
     const answers = sockets.map(answerOf);
     for (const [n, socket] of sockets.entries()) socket.write(`GET /slot/${n} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n`);
     // This thread holds still until both requests wait in the server's sockets: its next poll finds both.
