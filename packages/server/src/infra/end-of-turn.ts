@@ -4,8 +4,9 @@
  * Decision 249: a server writes its sockets back to back there, as Redis writes its replies before its
  * loop sleeps, so that the peers it writes to are woken once a batch rather than once a message.
  *
- * A task must not throw (one that does is thrown again at once, as any exception in a callback of the
- * loop's would be); a task that puts off more work puts it off to the next turn.
+ * A task that throws does not keep the others of its batch from running (a response left unwritten, a
+ * socket left corked); the first error is thrown again once they have, as any exception in a callback
+ * of the loop's would be. A task that puts off more work puts it off to the next turn.
  */
 export function atEndOfTurn<T>(task: (value: T) => void, value: T): void {
   if (tasks.length === 0) setImmediate(runAll);
@@ -20,5 +21,14 @@ function runAll(): void {
   const [batch, arguments_] = [tasks, values];
   tasks = [];
   values = [];
-  for (let i = 0; i < batch.length; i++) (batch[i] as (value: unknown) => void)(arguments_[i]);
+  let failed = false;
+  let failure: unknown;
+  for (let i = 0; i < batch.length; i++) {
+    try {
+      (batch[i] as (value: unknown) => void)(arguments_[i]);
+    } catch (error) {
+      if (!failed) [failed, failure] = [true, error];
+    }
+  }
+  if (failed) throw failure;
 }

@@ -10,9 +10,9 @@ type Done = (error: Error | null, payload?: unknown) => void;
  * to handle, every write finds a client that has read the previous answer and gone back to sleep, and
  * pays for waking it: on this project's 2-core virtual machine the kernel's wake-up of an idle peer is
  * the largest part of a short request's CPU (`GET /auth/whoami` 58 → 47 µs a request when written
- * together, in a slow hour). Written back to back, the first write wakes the client and the others find it awake. A
- * response waits at most for the rest of its turn: the requests and database results that arrived
- * with it, each handled as far as it goes without waiting.
+ * together, in a slow hour). Written back to back, the first write wakes the client and the others
+ * find it awake. A response waits at most for the rest of its turn: the requests and database results
+ * that arrived with it, each handled as far as it goes without waiting.
  *
  * The hook is the root's first `onSend` hook: the ones after it run when the batch is written. Until
  * then the reply is not `sent`; Fastify's `reply.then` (an async handler that returns `reply`) waits
