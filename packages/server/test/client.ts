@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
 import { checkContract } from './contract.ts';
 
 export interface HttpResult<T = Record<string, unknown>> {
@@ -48,6 +49,34 @@ export async function http<T = Record<string, unknown>>(
   }
   checkContract(method, `${baseUrl}${path}`, response.status, response.headers, parsed);
   return { status: response.status, headers: response.headers, body: parsed as T, text };
+}
+
+/**
+ * What a server writes on `socket` until it closes the connection, as raw text (status line, headers,
+ * body): for what `fetch` would hide or refuse to send.
+ */
+export function rawAnswer(socket: Socket): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let answer = '';
+    socket.on('data', (chunk: Buffer) => {
+      answer += chunk.toString('utf8');
+    });
+    socket.on('end', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+/**
+ * Sends `request` as written to the server on `port` of 127.0.0.1 and reads until it closes. `halfClose`
+ * ends the sending side at once (the request must then ask for no keep-alive, or be HTTP/1.0, for the
+ * server to close); otherwise the request says `connection: close` itself.
+ */
+export function rawHttp(port: number, request: string, halfClose = true): Promise<string> {
+  const socket = connect(port, '127.0.0.1');
+  const answer = rawAnswer(socket);
+  if (halfClose) socket.end(request);
+  else socket.write(request);
+  return answer;
 }
 
 export const PARTNER_API = '/api/public/v1';

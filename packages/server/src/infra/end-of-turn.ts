@@ -18,17 +18,17 @@ let tasks: ((value: unknown) => void)[] = [];
 let values: unknown[] = [];
 
 function runAll(): void {
-  const [batch, arguments_] = [tasks, values];
+  const batch = tasks;
+  const batchValues = values;
   tasks = [];
   values = [];
-  let failed = false;
-  let failure: unknown;
+  let failure: { error: unknown } | undefined;
   for (let i = 0; i < batch.length; i++) {
     try {
-      (batch[i] as (value: unknown) => void)(arguments_[i]);
+      (batch[i] as (value: unknown) => void)(batchValues[i]);
     } catch (error) {
-      if (!failed) [failed, failure] = [true, error];
+      failure ??= { error };
     }
   }
-  if (failed) throw failure;
+  if (failure) throw failure.error;
 }

@@ -26,6 +26,14 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
     return handle.db;
   };
 
+  /** A lone `pg` client (no pool) whose statements are prepared, to watch its connection and socket. */
+  const preparedClient = async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    prepareStatements(client as unknown as pg.PoolClient, 16);
+    return client;
+  };
+
   before(async () => {
     url = await createServerDatabase();
   });
@@ -85,10 +93,8 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
   });
 
   test('later runs of a statement ask PostgreSQL for no description of its columns, and answer as the first did (decision 248)', async () => {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
+    const client = await preparedClient();
     try {
-      prepareStatements(client as unknown as pg.PoolClient, 16);
       let descriptions = 0;
       (client as unknown as { connection: EventEmitter }).connection.on('rowDescription', () => descriptions++);
       const read = 'select $1::int as n, now() as at, $2::jsonb as doc';
@@ -115,12 +121,8 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
   });
 
   test('the statements made in one turn of the event loop leave together at its end, and each answers its own caller (decision 249)', async () => {
-    const clients = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+    const clients = [await preparedClient(), await preparedClient()];
     try {
-      for (const client of clients) {
-        await client.connect();
-        prepareStatements(client as unknown as pg.PoolClient, 16);
-      }
       const sockets = clients.map((client) => (client as unknown as { connection: { stream: Socket } }).connection.stream);
       const answers = clients.map((client, i) => client.query('select $1::int + 1 as next', [i]));
       // Made, and not sent yet: both wait in their sockets, held there until the end of this turn.

@@ -1,21 +1,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import { test } from 'node:test';
 import type { FastifyReply } from 'fastify';
 import pino from 'pino';
+import { rawAnswer, rawHttp } from '../../../test/client.ts';
 import { createHttpApp } from './create-http-app.ts';
-
-/** One HTTP/1.1 request on a socket of its own that closes after the answer; the raw answer. */
-async function answerOf(socket: Socket): Promise<string> {
-  let text = '';
-  socket.on('data', (chunk: Buffer) => {
-    text += chunk.toString('utf8');
-  });
-  await once(socket, 'end');
-  return text;
-}
 
 async function listening(app: ReturnType<typeof createHttpApp>): Promise<number> {
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -44,7 +35,7 @@ test('the responses to requests handled in one turn of the event loop are writte
     const sockets = [0, 1].map(() => connect(port, '127.0.0.1'));
     // Connected on the client's side too, so each write below goes out at once, not on 'connect'.
     await Promise.all([bothAccepted, ...sockets.map((socket) => once(socket, 'connect'))]);
-    const answers = sockets.map(answerOf);
+    const answers = sockets.map(rawAnswer);
     for (const [n, socket] of sockets.entries()) socket.write(`GET /slot/${n} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n`);
     // This thread holds still until both requests wait in the server's sockets: its next poll finds both.
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
@@ -63,12 +54,7 @@ test('a response Node refuses to write (a control character in a header) answers
   app.get('/fine', () => ({ ok: true }));
   const port = await listening(app);
   try {
-    const ask = async (path: string) => {
-      const socket = connect(port, '127.0.0.1');
-      const answer = answerOf(socket);
-      socket.write(`GET ${path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n`);
-      return answer;
-    };
+    const ask = (path: string) => rawHttp(port, `GET ${path} HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n`, false);
     const refused = await ask('/bad-header');
     assert.match(refused, /^HTTP\/1\.1 500 Internal Server Error\r\n/);
     assert.match(refused, /\r\nx-request-id: req_\w+\r\n/);

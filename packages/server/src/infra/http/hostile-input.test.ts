@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { assertError, fieldErrors, http, partnerApi } from '../../../test/client.ts';
+import { assertError, fieldErrors, http, partnerApi, rawHttp } from '../../../test/client.ts';
 import { consoleCookie } from '../../../test/console-session.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { activeCustomer, partnerWithModes, type Tokens } from '../../../test/provisioning.ts';
@@ -98,18 +97,7 @@ for (const target of testDatabases()) {
      * at once: Node's HTTP server then drops a request still waiting for the database, so a request
      * answered asynchronously is sent without it (the server closes an HTTP/1.0 connection itself).
      */
-    const raw = (request: string, base = server.partnerUrl, halfClose = true) =>
-      new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(new URL(base).port), '127.0.0.1');
-        let answer = '';
-        socket.on('data', (chunk) => {
-          answer += chunk.toString('utf8');
-        });
-        socket.on('end', () => resolve(answer));
-        socket.on('error', reject);
-        if (halfClose) socket.end(request);
-        else socket.write(request);
-      });
+    const raw = (request: string, base = server.partnerUrl, halfClose = true) => rawHttp(Number(new URL(base).port), request, halfClose);
     const envelopeOf = (answer: string) => {
       const [head, body] = answer.split('\r\n\r\n') as [string, string];
       const requestId = /x-request-id: (req_\w+)/i.exec(head)?.[1];
