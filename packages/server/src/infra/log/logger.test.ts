@@ -69,6 +69,21 @@ test('a busy log is written in a few large writes, not one per few lines, so it 
   );
 });
 
+test('lines wait for a batch of 32 KiB or the next flush: a moderately busy server does not write every few lines', async (t) => {
+  const { file, logger, stream } = await fileLogger(t);
+  // About 23 KiB of access-like lines: what a server answering 150 requests logs.
+  for (let i = 0; i < 150; i++) logger.info({ request_id: `req_${String(i).padStart(24, '0')}`, route: '/api/public/v1/auth/whoami', i }, 'request');
+  // Had a write started on its own (at 2 KiB pending, as before decision 250), the first write would
+  // carry only its first few lines: here the flush's write carries them all.
+  const first = once(stream, 'write') as Promise<[number]>;
+  flushLog(logger);
+  const [bytes] = await first;
+  const written = readFileSync(file);
+  assert.ok(written.length > 20 * 1024 && written.length < LOG_BUFFER.minLength, `${written.length} bytes logged`);
+  assert.equal(bytes, written.length);
+  assert.equal(written.toString('utf8').trimEnd().split('\n').length, 150);
+});
+
 /**
  * Every line reaches stdout whole and in order through the batched writes (decision 218): many short
  * lines, and lines longer than one write, from a process that flushes only when it exits.
