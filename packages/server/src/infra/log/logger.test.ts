@@ -72,7 +72,8 @@ test('a busy log is written in a few large writes, not one per few lines, so it 
 test('lines wait for a batch of 32 KiB or the next flush: a moderately busy server does not write every few lines', async (t) => {
   const { file, logger, stream } = await fileLogger(t);
   // About 23 KiB of access-like lines: what a server answering 150 requests logs.
-  for (let i = 0; i < 150; i++) logger.info({ request_id: `req_${String(i).padStart(24, '0')}`, route: '/api/public/v1/auth/whoami', i }, 'request');
+  for (let i = 0; i < 150; i++)
+    logger.info({ request_id: `req_${String(i).padStart(24, '0')}`, route: '/api/public/v1/auth/whoami', i }, 'request');
   // Had a write started on its own (at 2 KiB pending, as before decision 250), the first write would
   // carry only its first few lines: here the flush's write carries them all.
   const first = once(stream, 'write') as Promise<[number]>;

@@ -3,12 +3,12 @@ import pino, { type Logger } from 'pino';
 /**
  * How the server's log is buffered on its way to stdout (decisions 218, 221, 222, 250). Writes are
  * asynchronous and batched, off the request's path: once `minLength` bytes are pending (or at the
- * flush a second), one write at a time, each of at most `maxWrite` bytes. Each write wakes a thread of
- * the pool and then the main thread again: 32 KiB (about 150 access lines) a write rather than 2 KiB
- * took 4–6 µs of CPU off every request in the hours when waking a thread costs most (decision 250).
- * A write carries what a busy server logged while the previous
- * one was in flight: at 4 KiB a write, a server answering 25,000 requests a second logged faster than it
- * wrote, and the backlog grew by megabytes a second. At most `maxPending` bytes wait: when stdout is not
+ * flush once a second), one write at a time, each of at most `maxWrite` bytes. Each write wakes a
+ * thread of the pool and then the main thread again: 32 KiB (about 150 access lines) a write rather
+ * than 2 KiB took 5–8 µs of CPU off whoami's 40–50 in the hours when waking a thread costs most
+ * (decision 250). A write carries what a busy server logged while the previous one was in flight: at
+ * 4 KiB a write, a server answering 25,000 requests a second logged faster than it wrote, and the
+ * backlog grew by megabytes a second. At most `maxPending` bytes wait: when stdout is not
  * read (a stalled log collector, a paused terminal) later lines are dropped and counted, and the count
  * is logged once the backlog has been written, instead of the server's memory growing until it is killed.
  */
