@@ -13,6 +13,7 @@ import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
+import { keepTickShape } from '../infra/tick-shape.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import type { Platform } from '../platform/platform.ts';
@@ -102,6 +103,8 @@ async function kubernetesPlatform(config: Config, logger: Logger): Promise<Start
 
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  // Before the server's first idle moment (decision 251).
+  keepTickShape();
   // Buffered, asynchronous log writes keep logging off the request's critical
   // path; the buffer is flushed every second, on shutdown (and by pino on exit).
   const logger = options.logger ?? createLogger(config.logLevel);
