@@ -47,6 +47,8 @@ const SIGNATURE_BYTES = 32;
 const MAX_TOKEN_LENGTH = 2048;
 /** Verified tokens kept in memory; a token is a bearer secret, so they never leave the process. */
 const CACHE_SIZE = 10_000;
+/** The signature's length in a token: 32 bytes of base64url without padding. */
+const SIGNATURE_CHARS = 43;
 
 export class AccessTokenCodec {
   /**
@@ -54,7 +56,13 @@ export class AccessTokenCodec {
    * more than the HMAC itself (about 11 µs against 3, decision 193).
    */
   readonly #key: KeyObject;
-  readonly #verified = new Map<string, VerifiedClaims>();
+  /**
+   * Verified tokens by their signature, with the whole token kept to compare. Keyed by the whole token,
+   * each lookup hashed all of a new string of about 250 characters (each request's header is a new
+   * string), 0.4 µs of every authenticated request; the signature is the last 43 characters and as
+   * unique as the token. A hit still needs the whole token to match: one comparison of its bytes.
+   */
+  readonly #verified = new Map<string, { token: string; claims: VerifiedClaims }>();
 
   constructor(key: Buffer) {
     this.#key = createSecretKey(key);
@@ -75,8 +83,8 @@ export class AccessTokenCodec {
 
   /** The claims of a token this deployment signed, or undefined. Expiry is the caller's check. */
   verify(token: string): VerifiedClaims | undefined {
-    const cached = this.#verified.get(token);
-    if (cached) return cached;
+    const cached = this.#verified.get(token.slice(-SIGNATURE_CHARS));
+    if (cached !== undefined && cached.token === token) return cached.claims;
     if (token.length > MAX_TOKEN_LENGTH || !token.startsWith(PREFIX)) return undefined;
     const parts = token.slice(PREFIX.length).split('.');
     if (parts.length !== 2) return undefined;
@@ -100,7 +108,7 @@ export class AccessTokenCodec {
       const oldest = this.#verified.keys().next();
       if (!oldest.done) this.#verified.delete(oldest.value);
     }
-    this.#verified.set(token, claims);
+    this.#verified.set(signaturePart, { token, claims });
     return claims;
   }
 

@@ -48,8 +48,16 @@ export interface AuthServiceDeps {
   attempts: RateLimiter;
 }
 
+/** whoami's answer as sent: the envelope's JSON text and its length in bytes (as the header's text). */
+export interface WhoamiJson {
+  json: string;
+  length: string;
+}
+
 export class AuthService {
   readonly #deps: AuthServiceDeps;
+  /** whoami's answer by token (its verified claims) and the partner row it was built from. */
+  readonly #answers = new WeakMap<VerifiedClaims, WhoamiJson & { partner: PartnerRow }>();
 
   constructor(deps: AuthServiceDeps) {
     this.#deps = deps;
@@ -157,12 +165,56 @@ export class AuthService {
     );
   }
 
+  /**
+   * The principal of a request whose every check passes from memory: a well-formed bearer token of this
+   * deployment, in date, whose key and partner are in their caches and allow it, the partner not
+   * suspended. Undefined for anything else, with no I/O and no error: the caller then leaves the request
+   * to `authenticate`, which answers it with the reason (the whoami fast path, auth/whoami-fast-path.ts).
+   */
+  peek(authorization: string | undefined): Principal | undefined {
+    const { clock, tokens, partners, keys } = this.#deps;
+    const token = bearerToken(authorization);
+    const claims = token === undefined ? undefined : tokens.verify(token);
+    if (claims === undefined) return undefined;
+    const nowMs = clock.nowMs();
+    if (claims.expiresAt * 1000 <= nowMs || claims.issuedAt * 1000 > nowMs + ISSUE_CLOCK_SKEW_MS) return undefined;
+    const partner = partners.peek(claims.partnerId)?.row;
+    if (partner === undefined || partner.status === 'suspended' || !keyIssued(claims, keys.peek(claims.kid)?.facts)) return undefined;
+    return { claims, partner };
+  }
+
   /** The partner's token bucket (partner-api.md, Limits); shared by both modes. */
   takePartnerRequest(partner: PartnerRow): RateDecision | Promise<RateDecision> {
     return this.#deps.rateLimiter.take(`partner:${partner.id}`, {
       perMinute: partner.rate_limit_per_minute,
       burst: partner.rate_limit_burst,
     });
+  }
+
+  /**
+   * The partner's bucket's decision when it needs no I/O (a lease of this process, or the embedded
+   * database's buckets in memory); undefined, with nothing taken, when it would.
+   */
+  takePartnerRequestNow(partner: PartnerRow): RateDecision | undefined {
+    return this.#deps.rateLimiter.takeNow(`partner:${partner.id}`, {
+      perMinute: partner.rate_limit_per_minute,
+      burst: partner.rate_limit_burst,
+    });
+  }
+
+  /**
+   * whoami's whole answer as JSON text, built once per token and partner row: a token's claims and a
+   * cached partner row are the same objects until the row is read again, which is when the answer can
+   * change (a customer count, a limit). The route and the fast path send these same bytes.
+   */
+  whoamiJson(principal: Principal): WhoamiJson {
+    const { claims, partner } = principal;
+    const known = this.#answers.get(claims);
+    if (known !== undefined && known.partner === partner) return known;
+    const json = JSON.stringify({ status: 'success', data: this.whoami(principal) });
+    const answer = { partner, json, length: String(Buffer.byteLength(json)) };
+    this.#answers.set(claims, answer);
+    return answer;
   }
 
   whoami(principal: Principal): Whoami {

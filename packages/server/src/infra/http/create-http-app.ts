@@ -42,7 +42,7 @@ export function createHttpApp(
   } = {},
 ) {
   let closing = false;
-  // Each open connection, with the response it is writing (undefined between requests). Node's
+  // Each open connection, with the response it wrote last (idle once that has finished). Node's
   // closeIdleConnections() leaves a connection that was opened but never sent a request (HTTP clients
   // open them ahead of need), so such a socket would hold a shutdown open until the headers timeout
   // (60 s): those are closed here, in-flight ones drain, told to close their connection.
@@ -107,7 +107,7 @@ export function createHttpApp(
     // shutdown open until its idle timeout; requests that arrive from now on are refused (onRequest).
     for (const response of inFlight.values()) if (response && !response.headersSent) response.setHeader('connection', 'close');
     setImmediate(() => {
-      for (const [socket, response] of inFlight) if (response === undefined) socket.destroy();
+      for (const [socket, response] of inFlight) if (response === undefined || response.writableFinished) socket.destroy();
     });
   });
 
@@ -128,7 +128,6 @@ export function createHttpApp(
 
   const writeAccessLine = accessLog(logger as Logger);
   app.addHook('onResponse', (request, reply, done) => {
-    finished(inFlight, request.raw.socket, reply.raw);
     writeAccessLine({
       api: name,
       request_id: request.id,
@@ -160,16 +159,12 @@ export function createHttpApp(
   return app;
 }
 
-/** Open connections and the response each is writing (undefined while idle). */
-type InFlight = Map<Socket, ServerResponse | undefined>;
-
 /**
- * The response on `socket` is written. A pipelined request's response may already be the socket's
- * current one: only the response that is still recorded is cleared.
+ * Open connections and the response each wrote last: undefined before the first request, and idle once
+ * that response has finished (`writableFinished`). Read so, no listener per response is needed to
+ * clear an entry.
  */
-function finished(inFlight: InFlight, socket: Socket, response: ServerResponse): void {
-  if (inFlight.get(socket) === response) inFlight.set(socket, undefined);
-}
+type InFlight = Map<Socket, ServerResponse | undefined>;
 
 /** The HTTP server Fastify would make, with the fast path in front of Fastify's own handler. */
 function fastPathServer(
@@ -183,11 +178,7 @@ function fastPathServer(
       // Recorded like the framework's requests, so a shutdown does not cut a response still being written.
       const socket = req.socket;
       if (inFlight.has(socket)) inFlight.set(socket, res);
-      if (fastPath(req, res)) res.once('finish', () => finished(inFlight, socket, res));
-      else {
-        finished(inFlight, socket, res);
-        handler(req, res);
-      }
+      if (!fastPath(req, res)) handler(req, res);
     });
     // What Fastify sets on a server it creates itself.
     server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;
