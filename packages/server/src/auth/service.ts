@@ -1,7 +1,7 @@
 import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
-import type { RateDecision } from '../infra/rate-limit/gcra.ts';
+import type { BucketPolicy, RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter, ReservedRow } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { PartnerRow } from '../partners/store.ts';
@@ -148,14 +148,9 @@ export class AuthService {
    * the hot path.
    */
   authenticate(authorization: string | undefined, options: { allowSuspended?: boolean } = {}): Principal | Promise<Principal> {
-    const { clock, tokens, partners, keys } = this.#deps;
-    const token = bearerToken(authorization);
-    if (!token) throw new ApiError('UNAUTHORIZED', 'Send an access token as "Authorization: Bearer <token>".');
-    const claims = tokens.verify(token);
-    if (!claims) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
-    const nowMs = clock.nowMs();
-    if (claims.expiresAt * 1000 <= nowMs) throw new ApiError('UNAUTHORIZED', 'The access token has expired.');
-    if (claims.issuedAt * 1000 > nowMs + ISSUE_CLOCK_SKEW_MS) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
+    const { partners, keys } = this.#deps;
+    const claims = this.#claims(authorization);
+    if (typeof claims === 'string') throw new ApiError('UNAUTHORIZED', claims);
     const key = keys.peek(claims.kid);
     const partner = partners.peek(claims.partnerId);
     const allowSuspended = options.allowSuspended === true;
@@ -166,29 +161,34 @@ export class AuthService {
   }
 
   /**
-   * The principal of a request whose every check passes from memory: a well-formed bearer token of this
-   * deployment, in date, whose key and partner are in their caches and allow it, the partner not
-   * suspended. Undefined for anything else, with no I/O and no error: the caller then leaves the request
+   * The principal `authenticate` would find, when it finds it from memory and the partner is not
+   * suspended; undefined for anything else, with no I/O and no error: the caller then leaves the request
    * to `authenticate`, which answers it with the reason (the whoami fast path, auth/whoami-fast-path.ts).
    */
   peek(authorization: string | undefined): Principal | undefined {
-    const { clock, tokens, partners, keys } = this.#deps;
+    const claims = this.#claims(authorization);
+    if (typeof claims === 'string') return undefined;
+    const key = this.#deps.keys.peek(claims.kid);
+    const partner = this.#deps.partners.peek(claims.partnerId)?.row;
+    if (key === undefined || refusal(claims, key.facts, partner, false) !== undefined) return undefined;
+    return { claims, partner: partner as PartnerRow };
+  }
+
+  /** A bearer header's verified claims, in date; or the message of the 401 that refuses it. */
+  #claims(authorization: string | undefined): VerifiedClaims | string {
     const token = bearerToken(authorization);
-    const claims = token === undefined ? undefined : tokens.verify(token);
-    if (claims === undefined) return undefined;
-    const nowMs = clock.nowMs();
-    if (claims.expiresAt * 1000 <= nowMs || claims.issuedAt * 1000 > nowMs + ISSUE_CLOCK_SKEW_MS) return undefined;
-    const partner = partners.peek(claims.partnerId)?.row;
-    if (partner === undefined || partner.status === 'suspended' || !keyIssued(claims, keys.peek(claims.kid)?.facts)) return undefined;
-    return { claims, partner };
+    if (!token) return 'Send an access token as "Authorization: Bearer <token>".';
+    const claims = this.#deps.tokens.verify(token);
+    if (!claims) return INVALID_TOKEN;
+    const nowMs = this.#deps.clock.nowMs();
+    if (claims.expiresAt * 1000 <= nowMs) return 'The access token has expired.';
+    if (claims.issuedAt * 1000 > nowMs + ISSUE_CLOCK_SKEW_MS) return INVALID_TOKEN;
+    return claims;
   }
 
   /** The partner's token bucket (partner-api.md, Limits); shared by both modes. */
   takePartnerRequest(partner: PartnerRow): RateDecision | Promise<RateDecision> {
-    return this.#deps.rateLimiter.take(`partner:${partner.id}`, {
-      perMinute: partner.rate_limit_per_minute,
-      burst: partner.rate_limit_burst,
-    });
+    return this.#deps.rateLimiter.take(`partner:${partner.id}`, partnerPolicy(partner));
   }
 
   /**
@@ -196,10 +196,7 @@ export class AuthService {
    * database's buckets in memory); undefined, with nothing taken, when it would.
    */
   takePartnerRequestNow(partner: PartnerRow): RateDecision | undefined {
-    return this.#deps.rateLimiter.takeNow(`partner:${partner.id}`, {
-      perMinute: partner.rate_limit_per_minute,
-      burst: partner.rate_limit_burst,
-    });
+    return this.#deps.rateLimiter.takeNow(`partner:${partner.id}`, partnerPolicy(partner));
   }
 
   /**
@@ -259,9 +256,26 @@ export function rateLimited(rate: RateDecision, message: string): ApiError {
 }
 
 function principal(claims: VerifiedClaims, key: KeyFacts | undefined, partner: PartnerRow | undefined, allowSuspended: boolean): Principal {
-  if (!partner || !keyIssued(claims, key)) throw new ApiError('UNAUTHORIZED', INVALID_TOKEN);
-  if (partner.status === 'suspended' && !allowSuspended) throw partnerSuspended();
-  return { claims, partner };
+  const refused = refusal(claims, key, partner, allowSuspended);
+  if (refused) throw refused;
+  return { claims, partner: partner as PartnerRow };
+}
+
+/** Why a verified token has no principal (its key could not have issued it, its partner is gone or suspended), or undefined. */
+function refusal(
+  claims: VerifiedClaims,
+  key: KeyFacts | undefined,
+  partner: PartnerRow | undefined,
+  allowSuspended: boolean,
+): ApiError | undefined {
+  if (!partner || !keyIssued(claims, key)) return new ApiError('UNAUTHORIZED', INVALID_TOKEN);
+  if (partner.status === 'suspended' && !allowSuspended) return partnerSuspended();
+  return undefined;
+}
+
+/** The partner's bucket's policy (partner-api.md, Limits). */
+function partnerPolicy(partner: PartnerRow): BucketPolicy {
+  return { perMinute: partner.rate_limit_per_minute, burst: partner.rate_limit_burst };
 }
 
 /** partner-api.md: calls with tokens issued before a suspension answer 403 FORBIDDEN. */
