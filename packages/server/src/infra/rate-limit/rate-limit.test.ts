@@ -8,7 +8,7 @@ import { ManualClock } from '../clock.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { describe as describeBucket, step } from './gcra.ts';
 import { rateLimitMigrations } from './migrations.ts';
-import { createRateLimiter, MAX_RESERVATION } from './rate-limiter.ts';
+import { createRateLimiter, MAX_RESERVATION, RENEW_FROM } from './rate-limiter.ts';
 
 /** POST /auth/token from a chosen loopback source address (Linux routes all of 127.0.0.0/8 locally). */
 function exchangeFrom(localAddress: string, baseUrl: string, apiKey: string): Promise<{ status: number; text: string }> {
@@ -182,6 +182,48 @@ for (const target of testDatabases()) {
         refusedInARow = decision.allowed || other.allowed ? 0 : refusedInARow + 1;
       }
       assert.equal(allowed, policy.burst);
+    });
+
+    test('a busy caller renews its lease before it runs out: its requests are answered from memory while the reservation travels', async (t) => {
+      const { handle, drop } = await target.create();
+      t.after(drop);
+      await migrateToLatest(handle.db, rateLimitMigrations);
+      // The limiter's statements, counted when sent and when answered.
+      let sent = 0;
+      let answered = 0;
+      const db = handle.db;
+      const counted = new Proxy(db, {
+        get(target, property) {
+          if (property === 'executeQuery') {
+            return (query: Parameters<typeof db.executeQuery>[0]) => {
+              sent++;
+              return target.executeQuery(query).finally(() => answered++);
+            };
+          }
+          const value: unknown = Reflect.get(target, property, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const clock = new ManualClock(Date.UTC(2026, 10, 1));
+      const policy = { perMinute: 60, burst: 20_000 };
+      const limiter = createRateLimiter(counted, false, clock);
+      // Up to full leases of a thousand tokens, a request at a time as the server asks.
+      for (let i = 0; i < 3_000; i++) assert.ok((await limiter.take('partner:busy', policy)).allowed);
+      assert.ok(RENEW_FROM <= MAX_RESERVATION);
+      // Then 5,000 more with no wait for I/O, as the whoami fast path asks (takeNow): a reservation
+      // started on the way is let finish before the next request, as a server's event loop would.
+      const before = sent;
+      for (let i = 0; i < 5_000; i++) {
+        const decision = limiter.takeNow('partner:busy', policy);
+        assert.ok(decision?.allowed, `request ${i} found the lease spent`);
+        while (answered < sent) await new Promise(setImmediate);
+      }
+      assert.ok(sent - before >= 4, `${sent - before} renewals for 5,000 requests`);
+      // Nothing extra was allowed: the bucket holds 20,000, of which 8,000 were spent and the rest
+      // reserved by this process or still in the bucket.
+      let more = 8_000;
+      while ((await limiter.take('partner:busy', policy)).allowed) more++;
+      assert.equal(more, policy.burst);
     });
 
     test('the buckets are kept out of the write-ahead log (a commit that only reserved tokens waits for no disk)', async (t) => {

@@ -112,6 +112,11 @@ const LEASE_MS = 250;
  * CPU; at 1,000, 40 (decision 229).
  */
 export const MAX_RESERVATION = 1_000;
+/**
+ * A lease of at least this many tokens is renewed before it runs out: when a quarter of it is left, a
+ * reservation is sent while the rest is spent, so a busy caller never waits for one (decision 253).
+ */
+export const RENEW_FROM = 64;
 
 interface Lease {
   /** Reserved tokens not yet used. */
@@ -121,6 +126,13 @@ interface Lease {
   sharedRemaining: number;
   /** Requests served from this lease: the size of the next reservation. */
   demand: number;
+  /** At this many tokens left, the next reservation is sent ahead of need (-1: never). */
+  renewAt: number;
+}
+
+/** When a lease of `granted` tokens asks for its successor. */
+function renewalPoint(granted: number): number {
+  return granted >= RENEW_FROM ? Math.floor(granted / 4) : -1;
 }
 
 /**
@@ -128,9 +140,12 @@ interface Lease {
  * (one atomic UPDATE) and spends them locally for at most LEASE_MS; the size
  * of a reservation follows the demand it saw, starting at one and doubling
  * while leases are spent before they expire, so a quiet partner is metered
- * request by request and a busy one costs one UPDATE per batch. Tokens are taken from the shared bucket before they are spent, so
- * the processes together never allow more than the bucket holds; tokens a
- * lease did not use are handed back with the next reservation.
+ * request by request and a busy one costs one UPDATE per batch. A large lease
+ * asks for its successor when a quarter of it is left, so a busy caller's
+ * requests keep being answered from memory while the reservation travels.
+ * Tokens are taken from the shared bucket before they are spent, so the
+ * processes together never allow more than the bucket holds; tokens a lease
+ * did not use are handed back with the next reservation.
  */
 class SqlRateLimiter implements RateLimiter {
   readonly #db: Db;
@@ -157,6 +172,7 @@ class SqlRateLimiter implements RateLimiter {
     if (lease === undefined || lease.tokens <= 0 || this.#clock.nowMs() >= lease.expiresAtMs) return undefined;
     lease.tokens--;
     lease.demand++;
+    if (lease.tokens === lease.renewAt) this.#renew(key, policy);
     return { allowed: true, limit: policy.perMinute, remaining: lease.sharedRemaining + lease.tokens, retryAfterS: 0 };
   }
 
@@ -213,7 +229,8 @@ class SqlRateLimiter implements RateLimiter {
     const maxBatch = Math.max(1, Math.min(MAX_RESERVATION, Math.floor(policy.burst / 4)));
     // A lease spent before it ran out asks for twice as many: a busy caller reaches the cap in ten
     // reservations, where one more token a time took a thousand. An expired lease starts again at one.
-    const want = Math.min(maxBatch, live && lease ? 2 * lease.demand : 1);
+    // (A renewal counts the tokens still left as spent: they will be, before its answer is needed.)
+    const want = Math.min(maxBatch, live && lease ? 2 * (lease.demand + lease.tokens) : 1);
     const refund = !live && lease ? lease.tokens : 0;
     if (!live && lease) this.#leases.delete(key);
     return [key, nowMs, interval, toleranceMs(policy) + interval, want, refund * interval];
@@ -238,7 +255,50 @@ class SqlRateLimiter implements RateLimiter {
     }
     // The lease runs from when the reservation arrived, not from when it was asked for.
     const tokens = grantedNow - 1;
-    this.#leases.set(key, { tokens, expiresAtMs: this.#clock.nowMs() + LEASE_MS, sharedRemaining: after.remaining, demand: 1 });
+    this.#leases.set(key, {
+      tokens,
+      expiresAtMs: this.#clock.nowMs() + LEASE_MS,
+      sharedRemaining: after.remaining,
+      demand: 1,
+      renewAt: renewalPoint(grantedNow),
+    });
     return { allowed: true, limit: policy.perMinute, remaining: after.remaining + tokens, retryAfterS: 0 };
+  }
+
+  /**
+   * Reserves the live lease's successor while the lease is still being spent. Nobody waits for it but
+   * a take() that finds the lease spent meanwhile; a failure is left to the next take() to meet.
+   */
+  #renew(key: string, policy: BucketPolicy): void {
+    if (this.#reserving.has(key)) return;
+    const nowMs = this.#clock.nowMs();
+    const values = this.#plan(key, policy, nowMs, this.#leases.get(key));
+    const renewal = this.#db.executeQuery<ReservedRow>(CompiledQuery.raw(RESERVE, values)).then(
+      ({ rows: [row] }) => {
+        this.#reserving.delete(key);
+        if (row) this.#extend(key, policy, nowMs, row);
+      },
+      () => {
+        this.#reserving.delete(key);
+      },
+    );
+    this.#reserving.set(key, renewal);
+  }
+
+  /**
+   * A renewal's tokens added to what is left of the lease, which lives LEASE_MS from now. Tokens it
+   * already held were taken from the bucket when reserved, so keeping them longer allows nothing more.
+   */
+  #extend(key: string, policy: BucketPolicy, nowMs: number, row: ReservedRow): void {
+    const granted = Number(row.granted);
+    if (granted === 0) return; // The bucket is empty: what is left of the lease is all there is.
+    const left = this.#leases.get(key)?.tokens ?? 0;
+    this.#leases.set(key, {
+      tokens: left + granted,
+      expiresAtMs: this.#clock.nowMs() + LEASE_MS,
+      sharedRemaining: describe(Number(row.tat_ms), nowMs, true, policy).remaining,
+      demand: 0,
+      renewAt: renewalPoint(granted),
+    });
   }
 }
