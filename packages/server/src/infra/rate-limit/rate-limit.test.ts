@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from '../../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { ManualClock } from '../clock.ts';
 import { migrateToLatest } from '../db/migrate.ts';
 import { describe as describeBucket, step } from './gcra.ts';
 import { rateLimitMigrations } from './migrations.ts';
-import { createRateLimiter, MAX_RESERVATION, RENEW_FROM } from './rate-limiter.ts';
+import { createRateLimiter, MAX_RESERVATION } from './rate-limiter.ts';
+import type { RateLimitTables } from './tables.ts';
 
 /** POST /auth/token from a chosen loopback source address (Linux routes all of 127.0.0.0/8 locally). */
 function exchangeFrom(localAddress: string, baseUrl: string, apiKey: string): Promise<{ status: number; text: string }> {
@@ -184,46 +185,75 @@ for (const target of testDatabases()) {
       assert.equal(allowed, policy.burst);
     });
 
-    test('a busy caller renews its lease before it runs out: its requests are answered from memory while the reservation travels', async (t) => {
+    test('a busy caller renews its lease when a quarter is left, and is answered from memory while the renewal travels', async (t) => {
       const { handle, drop } = await target.create();
       t.after(drop);
       await migrateToLatest(handle.db, rateLimitMigrations);
-      // The limiter's statements, counted when sent and when answered.
-      let sent = 0;
-      let answered = 0;
-      const db = handle.db;
-      const counted = new Proxy(db, {
-        get(target, property) {
-          if (property === 'executeQuery') {
-            return (query: Parameters<typeof db.executeQuery>[0]) => {
-              sent++;
-              return target.executeQuery(query).finally(() => answered++);
-            };
-          }
-          const value: unknown = Reflect.get(target, property, target);
-          return typeof value === 'function' ? value.bind(target) : value;
-        },
-      });
+      const statements = countingStatements(handle.db);
+      // The clock stands still: nothing refills, so the bucket holds exactly its burst.
       const clock = new ManualClock(Date.UTC(2026, 10, 1));
       const policy = { perMinute: 60, burst: 20_000 };
-      const limiter = createRateLimiter(counted, false, clock);
-      // Up to full leases of a thousand tokens, a request at a time as the server asks.
-      for (let i = 0; i < 3_000; i++) assert.ok((await limiter.take('partner:busy', policy)).allowed);
-      assert.ok(RENEW_FROM <= MAX_RESERVATION);
-      // Then 5,000 more with no wait for I/O, as the whoami fast path asks (takeNow): a reservation
-      // started on the way is let finish before the next request, as a server's event loop would.
-      const before = sent;
-      for (let i = 0; i < 5_000; i++) {
+      const limiter = createRateLimiter(statements.db, false, clock);
+      let allowed = 0;
+      /** takeNow, as the whoami fast path asks: true when allowed from memory, false when it would wait. */
+      const now = (): boolean => {
         const decision = limiter.takeNow('partner:busy', policy);
-        assert.ok(decision?.allowed, `request ${i} found the lease spent`);
-        while (answered < sent) await new Promise(setImmediate);
+        if (decision?.allowed) allowed++;
+        return decision !== undefined;
+      };
+      const take = async (): Promise<boolean> => {
+        const { allowed: yes } = await limiter.take('partner:busy', policy);
+        if (yes) allowed++;
+        return yes;
+      };
+      // Up to full leases of a thousand tokens, a request at a time as the server asks; then the
+      // renewal under way is let land.
+      for (let i = 0; i < 3_000; i++) assert.ok(await take());
+      await statements.settled();
+      // From memory until the renewal is sent.
+      const before = statements.sent;
+      for (let i = 0; statements.sent === before; i++) {
+        assert.ok(now(), `request ${i} found the lease spent`);
+        assert.ok(i < 2 * MAX_RESERVATION, 'no renewal was sent');
       }
-      assert.ok(sent - before >= 4, `${sent - before} renewals for 5,000 requests`);
-      // Nothing extra was allowed: the bucket holds 20,000, of which 8,000 were spent and the rest
-      // reserved by this process or still in the bucket.
-      let more = 8_000;
-      while ((await limiter.take('partner:busy', policy)).allowed) more++;
-      assert.equal(more, policy.burst);
+      // The quarter left answers while it travels; then the lease is spent, and take() waits for the
+      // renewal instead of reserving again.
+      for (let i = 0; i < MAX_RESERVATION / 4; i++) assert.ok(now(), `request ${i} while the renewal travels`);
+      assert.equal(now(), false, 'the lease is spent before the renewal lands');
+      assert.ok(await take());
+      assert.equal(statements.sent - before, 1, 'one statement: the renewal');
+      // A renewal that fails is dropped; the take() that finds the lease spent reserves for itself.
+      statements.failNext = true;
+      while (statements.sent === before + 1) assert.ok(now());
+      await statements.settled();
+      while (now());
+      assert.ok(await take(), 'take() reserves after a failed renewal');
+      assert.equal(statements.sent - before, 3);
+      // Nothing extra was allowed: spent to the last token, the bucket gave exactly its burst.
+      while (await take());
+      assert.equal(allowed, policy.burst);
+    });
+
+    test('a lease left unspent long enough for the bucket to refill hands nothing back', async (t) => {
+      const { handle, drop } = await target.create();
+      t.after(drop);
+      await migrateToLatest(handle.db, rateLimitMigrations);
+      const clock = new ManualClock(Date.UTC(2026, 10, 1));
+      const policy = { perMinute: 60, burst: 4_000 };
+      const idle = createRateLimiter(handle.db, false, clock);
+      const busy = createRateLimiter(handle.db, false, clock);
+      // The first process takes leases up to a thousand tokens, then its caller goes quiet with most
+      // of the last one unspent.
+      for (let i = 0; i < 1_100; i++) assert.ok((await idle.take('partner:shared', policy)).allowed);
+      // An hour later the bucket is full again, and the other process spends all of it.
+      clock.advance(3_600_000);
+      let allowed = 0;
+      while ((await busy.take('partner:shared', policy)).allowed) allowed++;
+      assert.equal(allowed, policy.burst);
+      // The first process's next reservation hands back its old lease: nothing, the bucket refilled
+      // long since; it is refused like the other.
+      const decision = await idle.take('partner:shared', policy);
+      assert.equal(decision.allowed, false, 'an hour-old lease was credited to the bucket again');
     });
 
     test('the buckets are kept out of the write-ahead log (a commit that only reserved tokens waits for no disk)', async (t) => {
@@ -236,4 +266,37 @@ for (const target of testDatabases()) {
       assert.deepEqual(rows, [{ relpersistence: 'u' }]);
     });
   });
+}
+
+/**
+ * A database handle whose raw statements (the limiter's reservations) are counted when sent and when
+ * answered; `failNext` makes the next one fail, as a lost connection would.
+ */
+function countingStatements(db: Kysely<RateLimitTables>) {
+  const counts = {
+    sent: 0,
+    answered: 0,
+    failNext: false,
+    db,
+    /** Resolves when every statement sent has been answered (waits on the event loop, not a timer). */
+    async settled(): Promise<void> {
+      while (counts.answered < counts.sent) await new Promise(setImmediate);
+    },
+  };
+  counts.db = new Proxy(db, {
+    get(target, property) {
+      if (property === 'executeQuery') {
+        return (query: Parameters<typeof db.executeQuery>[0]) => {
+          counts.sent++;
+          const failing = counts.failNext;
+          counts.failNext = false;
+          const result = failing ? Promise.reject(new Error('connection lost')) : target.executeQuery(query);
+          return result.finally(() => counts.answered++);
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return counts;
 }

@@ -17,7 +17,8 @@ export interface RateLimiter {
   take(key: string, policy: BucketPolicy): RateDecision | Promise<RateDecision>;
   /**
    * take()'s decision when it needs no I/O; undefined, with nothing taken, when it would. A refusal
-   * takes nothing either: asking take() afterwards gets the same answer.
+   * takes nothing either: asking take() afterwards gets the same answer. Never waits, though on a
+   * shared bucket it may send a busy lease's renewal that it does not wait for (decision 253).
    */
   takeNow(key: string, policy: BucketPolicy): RateDecision | undefined;
   /**
@@ -116,7 +117,7 @@ export const MAX_RESERVATION = 1_000;
  * A lease of at least this many tokens is renewed before it runs out: when a quarter of it is left, a
  * reservation is sent while the rest is spent, so a busy caller never waits for one (decision 253).
  */
-export const RENEW_FROM = 64;
+const RENEW_FROM = 64;
 
 interface Lease {
   /** Reserved tokens not yet used. */
@@ -124,6 +125,8 @@ interface Lease {
   expiresAtMs: number;
   /** The shared bucket's remaining tokens right after the reservation. */
   sharedRemaining: number;
+  /** The shared bucket's theoretical arrival time right after the reservation. */
+  tatMs: number;
   /** Requests served from this lease: the size of the next reservation. */
   demand: number;
   /** At this many tokens left, the next reservation is sent ahead of need (-1: never). */
@@ -169,11 +172,14 @@ class SqlRateLimiter implements RateLimiter {
   /** A token from this process's live lease, with no I/O. */
   #fromLease(key: string, policy: BucketPolicy): RateDecision | undefined {
     const lease = this.#leases.get(key);
-    if (lease === undefined || lease.tokens <= 0 || this.#clock.nowMs() >= lease.expiresAtMs) return undefined;
+    if (lease === undefined || lease.tokens <= 0) return undefined;
+    const nowMs = this.#clock.nowMs();
+    if (nowMs >= lease.expiresAtMs) return undefined;
     lease.tokens--;
     lease.demand++;
-    if (lease.tokens === lease.renewAt) this.#renew(key, policy);
-    return { allowed: true, limit: policy.perMinute, remaining: lease.sharedRemaining + lease.tokens, retryAfterS: 0 };
+    if (lease.tokens === lease.renewAt) this.#renew(key, policy, nowMs, lease);
+    const remaining = Math.min(policy.burst, lease.sharedRemaining + lease.tokens);
+    return { allowed: true, limit: policy.perMinute, remaining, retryAfterS: 0 };
   }
 
   async #takeSlow(key: string, policy: BucketPolicy): Promise<RateDecision> {
@@ -221,7 +227,9 @@ class SqlRateLimiter implements RateLimiter {
   /**
    * The values of a reservation: as many tokens as the live lease's demand (one without a lease),
    * handing back what an expired lease did not use. That lease is forgotten here, so two reservations
-   * made at once hand its tokens back only once.
+   * made at once hand its tokens back only once. What is handed back is no more than what is left of
+   * the lease's charge in the bucket: a lease left unspent for an hour hands back nothing, since the
+   * bucket has refilled meanwhile and the tokens would be allowed twice.
    */
   #plan(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined): unknown[] {
     const live = lease !== undefined && nowMs < lease.expiresAtMs;
@@ -231,9 +239,9 @@ class SqlRateLimiter implements RateLimiter {
     // reservations, where one more token a time took a thousand. An expired lease starts again at one.
     // (A renewal counts the tokens still left as spent: they will be, before its answer is needed.)
     const want = Math.min(maxBatch, live && lease ? 2 * (lease.demand + lease.tokens) : 1);
-    const refund = !live && lease ? lease.tokens : 0;
+    const refundMs = !live && lease ? Math.min(lease.tokens * interval, Math.max(0, lease.tatMs - nowMs)) : 0;
     if (!live && lease) this.#leases.delete(key);
-    return [key, nowMs, interval, toleranceMs(policy) + interval, want, refund * interval];
+    return [key, nowMs, interval, toleranceMs(policy) + interval, want, refundMs];
   }
 
   /** Reserves tokens and spends the first one for the caller; the rest become the new lease. */
@@ -259,6 +267,7 @@ class SqlRateLimiter implements RateLimiter {
       tokens,
       expiresAtMs: this.#clock.nowMs() + LEASE_MS,
       sharedRemaining: after.remaining,
+      tatMs: tat,
       demand: 1,
       renewAt: renewalPoint(grantedNow),
     });
@@ -269,19 +278,22 @@ class SqlRateLimiter implements RateLimiter {
    * Reserves the live lease's successor while the lease is still being spent. Nobody waits for it but
    * a take() that finds the lease spent meanwhile; a failure is left to the next take() to meet.
    */
-  #renew(key: string, policy: BucketPolicy): void {
+  #renew(key: string, policy: BucketPolicy, nowMs: number, lease: Lease): void {
     if (this.#reserving.has(key)) return;
-    const nowMs = this.#clock.nowMs();
-    const values = this.#plan(key, policy, nowMs, this.#leases.get(key));
-    const renewal = this.#db.executeQuery<ReservedRow>(CompiledQuery.raw(RESERVE, values)).then(
-      ({ rows: [row] }) => {
-        this.#reserving.delete(key);
-        if (row) this.#extend(key, policy, nowMs, row);
-      },
-      () => {
-        this.#reserving.delete(key);
-      },
-    );
+    const values = this.#plan(key, policy, nowMs, lease);
+    const renewal = this.#db
+      .executeQuery<ReservedRow>(CompiledQuery.raw(RESERVE, values))
+      .then(
+        (result) => {
+          this.#reserving.delete(key);
+          const row = result.rows[0];
+          if (row) this.#extend(key, policy, nowMs, row);
+        },
+        () => {
+          this.#reserving.delete(key);
+        },
+      )
+      .catch(() => {}); // Nothing waits on a renewal's outcome: it must never reject.
     this.#reserving.set(key, renewal);
   }
 
@@ -291,12 +303,19 @@ class SqlRateLimiter implements RateLimiter {
    */
   #extend(key: string, policy: BucketPolicy, nowMs: number, row: ReservedRow): void {
     const granted = Number(row.granted);
-    if (granted === 0) return; // The bucket is empty: what is left of the lease is all there is.
-    const left = this.#leases.get(key)?.tokens ?? 0;
+    const tatMs = Number(row.tat_ms);
+    const sharedRemaining = describe(tatMs, nowMs, true, policy).remaining;
+    const lease = this.#leases.get(key);
+    if (granted === 0) {
+      // The bucket is empty: what is left of the lease is all there is, and the headers say so.
+      if (lease) lease.sharedRemaining = sharedRemaining;
+      return;
+    }
     this.#leases.set(key, {
-      tokens: left + granted,
+      tokens: (lease?.tokens ?? 0) + granted,
       expiresAtMs: this.#clock.nowMs() + LEASE_MS,
-      sharedRemaining: describe(Number(row.tat_ms), nowMs, true, policy).remaining,
+      sharedRemaining,
+      tatMs,
       demand: 0,
       renewAt: renewalPoint(granted),
     });
