@@ -31,10 +31,9 @@ export function accessLog(logger: Logger): AccessLog {
   return (fields) => {
     // Read each time: a level may be changed while the server runs.
     if (logger.levelVal > INFO) return;
-    const partner = fields.partner === undefined ? '' : `,"partner":${quote(fields.partner)}`;
     const route = fields.route === null ? 'null' : quote(fields.route);
     line.write(
-      `,"api":${quote(fields.api)},"request_id":${quote(fields.request_id)}${partner},` +
+      `,"api":${quote(fields.api)},"request_id":${quote(fields.request_id)}${partnerField(fields.partner)},` +
         `"method":${quote(fields.method)},"route":${route},"status":${number(fields.status)},"latency_ms":${number(fields.latency_ms)}`,
     );
   };
@@ -57,8 +56,7 @@ export function routeAccessLog(logger: Logger, route: { api: string; method: str
   const tail = `,"method":${quote(route.method)},"route":${quote(route.route)},"status":`;
   return (requestId, partner, status, latencyMs) => {
     if (logger.levelVal > INFO) return;
-    const partnerField = partner === undefined ? '' : `,"partner":${quote(partner)}`;
-    line.write(`${head}${quote(requestId)}${partnerField}${tail}${number(status)},"latency_ms":${number(latencyMs)}`);
+    line.write(`${head}${quote(requestId)}${partnerField(partner)}${tail}${number(status)},"latency_ms":${number(latencyMs)}`);
   };
 }
 
@@ -102,6 +100,11 @@ const PLAIN_TEXT = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
 function quote(text: string): string {
   return PLAIN_TEXT.test(text) ? `"${text}"` : JSON.stringify(text);
+}
+
+/** The partner member, absent (as pino leaves an undefined field out) without one. */
+function partnerField(partner: string | undefined): string {
+  return partner === undefined ? '' : `,"partner":${quote(partner)}`;
 }
 
 /** As pino writes a number: a non-finite one is null. */

@@ -277,13 +277,12 @@ function countingStatements(db: Kysely<RateLimitTables>) {
     sent: 0,
     answered: 0,
     failNext: false,
-    db,
     /** Resolves when every statement sent has been answered (waits on the event loop, not a timer). */
     async settled(): Promise<void> {
       while (counts.answered < counts.sent) await new Promise(setImmediate);
     },
   };
-  counts.db = new Proxy(db, {
+  const counted = new Proxy(db, {
     get(target, property) {
       if (property === 'executeQuery') {
         return (query: Parameters<typeof db.executeQuery>[0]) => {
@@ -298,5 +297,5 @@ function countingStatements(db: Kysely<RateLimitTables>) {
       return typeof value === 'function' ? value.bind(target) : value;
     },
   });
-  return counts;
+  return Object.assign(counts, { db: counted });
 }
