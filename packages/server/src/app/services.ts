@@ -8,6 +8,7 @@ import { QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { ConsoleSessionCache } from '../console/session-cache.ts';
+import { customerConsoleRevocation } from '../console/store.ts';
 import { ConsoleVmService } from '../console/vms.ts';
 import { CustomerService } from '../customers/service.ts';
 import { registerCustomerSteps } from '../customers/steps.ts';
@@ -145,7 +146,8 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const guard = new DestinationGuard(options.webhookResolver);
   const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger, idleSocketsPerReceiver: options.webhookConcurrency });
   // Console access ends with the person, the customer's or the partner's suspension, in the
-  // transaction that makes the change; the console module is built last, so these call it late.
+  // statement or transaction that makes the change; the console module is built last, so the
+  // person's and the partner's call it late (a customer's is its store's statement parts).
   let consoleAccess: ConsoleService | undefined;
   const console = () => consoleAccess as ConsoleService;
   const customers = new CustomerService({
@@ -156,7 +158,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     partnerCache,
     onOperationOpened,
     provisioningMs: options.sandboxDelayMs,
-    onCustomerSuspended: (trx, uid) => console().revokeCustomer(trx, uid),
+    revokeConsoleAccess: customerConsoleRevocation,
   });
   const projects = new ProjectService({ db, cursors, customers, onOperationOpened });
   const users = new UserService({

@@ -139,11 +139,6 @@ export class ConsoleService {
     await revokeConsoleAccess(trx, { userUid });
   }
 
-  /** Ends every link and session of a customer's users (suspension). */
-  async revokeCustomer(trx: Db, customerUid: string): Promise<void> {
-    await revokeConsoleAccess(trx, { customerUid });
-  }
-
   /** Ends every link and session of a partner's customers (partner suspension). */
   async revokePartner(trx: Db, partnerId: string): Promise<void> {
     await revokeConsoleAccess(trx, { partnerId });

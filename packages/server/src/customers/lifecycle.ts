@@ -1,5 +1,5 @@
 import type { Db } from '../app/database.ts';
-import { recordEvent } from '../events/store.ts';
+import type { NewEvent } from '../events/store.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { expediteCustomerOperations, insertOperation, type OperationRow } from '../operations/store.ts';
 import type { OrganizationRef } from '../platform/platform.ts';
@@ -71,8 +71,11 @@ export async function startTeardown(
 }
 
 /** `customer.suspended` with what the platform reported. */
-export async function recordSuspended(trx: Db, row: CustomerRow, workloadsRunning: number): Promise<void> {
-  await recordEvent(trx, {
+export function suspendedEvent(
+  row: Pick<CustomerRow, 'partner_id' | 'mode' | 'id' | 'updated_at' | 'suspended_at'>,
+  workloadsRunning: number,
+): NewEvent<'customer.suspended'> {
+  return {
     partnerId: row.partner_id,
     mode: row.mode,
     type: 'customer.suspended',
@@ -83,5 +86,21 @@ export async function recordSuspended(trx: Db, row: CustomerRow, workloadsRunnin
       suspended_at: (row.suspended_at ?? row.updated_at).toISOString(),
       workloads_running: workloadsRunning,
     },
-  });
+  };
+}
+
+/** `customer.resumed` with what the platform reported, and whether it cancelled a scheduled deletion. */
+export function resumedEvent(
+  row: Pick<CustomerRow, 'partner_id' | 'mode' | 'id'>,
+  at: Date,
+  workloadsRunning: number,
+  cancelled: boolean,
+): NewEvent<'customer.resumed'> {
+  return {
+    partnerId: row.partner_id,
+    mode: row.mode,
+    type: 'customer.resumed',
+    at,
+    data: { customer_id: row.id, state: 'active', workloads_running: workloadsRunning, cancelled_scheduled_deletion: cancelled },
+  };
 }

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { runCli } from '../../test/cli-runner.ts';
 import { assertError, operatorApi, partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
-import { activeCustomer, eventually, partnerWithModes, refreshTokens, type Tokens } from '../../test/provisioning.ts';
+import { activeCustomer, eventsOf, eventually, partnerWithModes, refreshTokens, type Tokens } from '../../test/provisioning.ts';
 import type { Platform } from '../platform/platform.ts';
 
 /**
@@ -16,6 +16,8 @@ for (const target of testDatabases()) {
     let p: Tokens;
     let teardownAnswers = true;
     let identityProviderAnswers = true;
+    /** Runs while the platform stops or starts a customer's workloads: a change that lands between the read and the commit. */
+    let meanwhile: (() => Promise<void>) | undefined;
     let cli: Record<string, string>;
     before(async () => {
       server = await startTestServer(target, {
@@ -25,6 +27,15 @@ for (const target of testDatabases()) {
             get(target, property, receiver) {
               if (property === 'deleteOrganization' && !teardownAnswers) {
                 return async () => ({ state: 'unavailable', reason: 'the cluster API answered 503' });
+              }
+              if ((property === 'stopWorkloads' || property === 'startWorkloads') && meanwhile) {
+                const change = meanwhile;
+                meanwhile = undefined;
+                const call = target[property].bind(target);
+                return async (...args: Parameters<Platform['stopWorkloads']>) => {
+                  await change();
+                  return call(...args);
+                };
               }
               if (property === 'ensureUser' && !identityProviderAnswers) {
                 return async () => ({ state: 'unavailable', reason: 'the identity provider answered 502' });
@@ -65,6 +76,43 @@ for (const target of testDatabases()) {
         404,
         'NOT_FOUND',
       );
+    });
+
+    test('a hold placed while the platform starts the workloads wins: the resume answers CONFLICT and changes nothing', async () => {
+      await activeCustomer(server, p.live, 'raced');
+      assert.equal((await partnerApi(server, 'POST', '/customers/raced/suspend', { token: p.live, body: {} })).status, 200);
+      meanwhile = async () => {
+        const held = await operatorApi(server, 'PUT', '/partners/operated/customers/raced/hold', { body: { reason: 'fraud review' } });
+        assert.equal(held.status, 200, held.text);
+      };
+      const refused = assertError(
+        await partnerApi(server, 'POST', '/customers/raced/resume', { token: p.live, body: {} }),
+        409,
+        'CONFLICT',
+      );
+      assert.equal(meanwhile, undefined, 'the hold was placed between the read and the commit');
+      assert.equal(refused.details?.held, true);
+      const customer = await partnerApi<{ data: { status: string } }>(server, 'GET', '/customers/raced', { token: p.live });
+      assert.equal(customer.body.data.status, 'suspended');
+      const types = (await eventsOf(server, 'operated')).filter((e) => e.data.customer_id === 'raced').map((e) => e.type);
+      assert.deepEqual(types, ['customer.ready', 'customer.suspended'], 'no customer.resumed for a resume that did not happen');
+    });
+
+    test('a deletion scheduled while the platform stops the workloads wins: the suspend answers CONFLICT and records nothing', async () => {
+      await activeCustomer(server, p.live, 'raced-delete');
+      meanwhile = async () => {
+        const scheduled = await partnerApi(server, 'DELETE', '/customers/raced-delete?mode=scheduled', { token: p.live });
+        assert.equal(scheduled.status, 202, scheduled.text);
+      };
+      const refused = assertError(
+        await partnerApi(server, 'POST', '/customers/raced-delete/suspend', { token: p.live, body: {} }),
+        409,
+        'CONFLICT',
+      );
+      assert.equal(meanwhile, undefined, 'the deletion was scheduled between the read and the commit');
+      assert.equal(refused.details?.status, 'deletion_scheduled');
+      const types = (await eventsOf(server, 'operated')).filter((e) => e.data.customer_id === 'raced-delete').map((e) => e.type);
+      assert.deepEqual(types, ['customer.ready', 'customer.deletion_scheduled']);
     });
 
     test('a teardown the platform keeps refusing is retried with backoff and listed as stuck for the operator', async () => {

@@ -1,12 +1,12 @@
-import { sql } from 'kysely';
+import { type DeleteQueryBuilder, type DeleteResult, type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import pLimit, { type LimitFunction } from 'p-limit';
-import type { Db } from '../app/database.ts';
+import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
 import type { Resources } from '../capacity/resources.ts';
 import { allocationLock, allocationSave } from '../capacity/store.ts';
-import { recordEvent } from '../events/store.ts';
+import { announceRecordedEvent, boundEventInsertOf, eventValues, type NewEvent, recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { retryOnDeadlock, uniqueViolation } from '../infra/db/database.ts';
 import { precompile } from '../infra/db/precompiled.ts';
@@ -33,13 +33,14 @@ import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
 import { type ProjectRow, projectByNamespace, projectInsert } from '../projects/store.ts';
 import { type UserRow, userInsert } from '../users/store.ts';
-import { describeStatus, organizationRef, recordSuspended, requireActiveCustomer, startTeardown } from './lifecycle.ts';
+import { describeStatus, organizationRef, requireActiveCustomer, resumedEvent, startTeardown, suspendedEvent } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
 import {
   type CustomerFilters,
   type CustomerRow,
   customerIdByOrganization,
   customerInsert,
+  customerStatusChange,
   findCustomer,
   findCustomerByUid,
   findCustomerWithProjects,
@@ -59,8 +60,11 @@ export interface CustomerServiceDeps {
   onOperationOpened: () => void;
   /** How long a customer takes to provision: the Retry-After of NOT_READY and TOO_MANY_OPERATIONS (decision 31). */
   provisioningMs: number;
-  /** Called in the transaction that suspends a customer: its users' console sessions end. */
-  onCustomerSuspended: (trx: Db, customerUid: string) => Promise<void>;
+  /**
+   * A customer's suspension ends its users' console access: the deletes, built on `qc` (the database
+   * or the suspending transaction), each written only when `when` holds, if given (decision 254).
+   */
+  revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string, when?: Expression<SqlBool>) => EndingParts;
 }
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -199,35 +203,43 @@ export class CustomerService {
     return findCustomerByUid(this.#deps.db, uid);
   }
 
-  /** Suspends an active customer: its workloads stop (platform first), then the status and the event commit. */
+  /**
+   * Suspends an active customer: its workloads stop (platform first), then the status, the end of its
+   * users' console access and the event commit: in one statement while the customer is as it was read
+   * (decision 254), else in a transaction that reads it again under its lock and explains.
+   */
   async suspend(tenant: Tenant, id: string, reason: string | undefined) {
-    const { db, platform } = this.#deps;
+    const { db, platform, revokeConsoleAccess } = this.#deps;
     const ctx = platformContext(tenant);
     const before = await this.require(tenant, id);
     if (before.status === 'suspended')
       return suspendResult(before, workloadsRunning(await platform.listWorkloads(ctx, organizationRef(before))));
     requireActiveCustomer(before, 'suspend it', this.retryAfterS);
-    const workloads = await platform.stopWorkloads(ctx, organizationRef(before));
+    const running = workloadsRunning(await platform.stopWorkloads(ctx, organizationRef(before)));
+    const now = tenant.now;
+    const changes = { suspended_at: now, suspension_reason: reason ?? null, updated_at: now };
+    const alone = await changeAlone(
+      db,
+      (qc) => customerStatusChange(qc, before, 'suspended', changes),
+      suspendedEvent({ ...before, ...changes }, running),
+      (when) => revokeConsoleAccess(db, before.uid, when),
+    );
+    if (alone) return suspendResult(alone, running);
     return db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
-      if (row.status === 'suspended') return suspendResult(row, workloadsRunning(workloads));
+      if (row.status === 'suspended') return suspendResult(row, running);
       requireActiveCustomer(row, 'suspend it', this.retryAfterS);
-      const now = tenant.now;
-      const updated = await setCustomerStatus(trx, row, 'suspended', {
-        suspended_at: now,
-        suspension_reason: reason ?? null,
-        updated_at: now,
-      });
-      await this.#deps.onCustomerSuspended(trx, row.uid);
-      await recordSuspended(trx, updated, workloadsRunning(workloads));
-      return suspendResult(updated, workloadsRunning(workloads));
+      const updated = await setCustomerStatus(trx, row, 'suspended', changes);
+      for (const end of revokeConsoleAccess(trx, row.uid)) await end.execute();
+      await recordEvent(trx, suspendedEvent(updated, running));
+      return suspendResult(updated, running);
     });
   }
 
   /**
    * Resumes a suspended customer, or cancels a scheduled deletion (CONTRACT §4): what suspension
-   * stopped starts again (platform first), then the status and the event commit. An operator's hold
-   * answers CONFLICT (partner-api.md, States rule 7).
+   * stopped starts again (platform first), then the status and the event commit, as a suspension's
+   * do (decision 254). An operator's hold answers CONFLICT (partner-api.md, States rule 7).
    */
   async resume(tenant: Tenant, id: string) {
     const { db, platform } = this.#deps;
@@ -236,35 +248,30 @@ export class CustomerService {
     if (before.status === 'active')
       return resumeResult(before, workloadsRunning(await platform.listWorkloads(ctx, organizationRef(before))), false);
     this.#requireResumable(before);
-    const workloads = await platform.startWorkloads(ctx, organizationRef(before));
+    const running = workloadsRunning(await platform.startWorkloads(ctx, organizationRef(before)));
+    const now = tenant.now;
+    const changes = {
+      status_before_deletion: null,
+      suspended_at: null,
+      suspension_reason: null,
+      scheduled_deletion_at: null,
+      grace_days: null,
+      updated_at: now,
+    };
+    const cancels = (row: CustomerRow) => row.status === 'deletion_scheduled';
+    const alone = await changeAlone(
+      db,
+      (qc) => customerStatusChange(qc, before, 'active', changes),
+      resumedEvent(before, now, running, cancels(before)),
+    );
+    if (alone) return resumeResult(alone, running, cancels(before));
     return db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
-      if (row.status === 'active') return resumeResult(row, workloadsRunning(workloads), false);
+      if (row.status === 'active') return resumeResult(row, running, false);
       this.#requireResumable(row);
-      const cancelling = row.status === 'deletion_scheduled';
-      const now = tenant.now;
-      const updated = await setCustomerStatus(trx, row, 'active', {
-        status_before_deletion: null,
-        suspended_at: null,
-        suspension_reason: null,
-        scheduled_deletion_at: null,
-        grace_days: null,
-        updated_at: now,
-      });
-      const result = resumeResult(updated, workloadsRunning(workloads), cancelling);
-      await recordEvent(trx, {
-        partnerId: tenant.partnerId,
-        mode: tenant.mode,
-        type: 'customer.resumed',
-        at: now,
-        data: {
-          customer_id: row.id,
-          state: 'active',
-          workloads_running: result.workloads_running,
-          cancelled_scheduled_deletion: cancelling,
-        },
-      });
-      return result;
+      const updated = await setCustomerStatus(trx, row, 'active', changes);
+      await recordEvent(trx, resumedEvent(row, now, running, cancels(row)));
+      return resumeResult(updated, running, cancels(row));
     });
   }
 
@@ -748,4 +755,38 @@ function deleteResult(row: CustomerRow, operationId: string | null): DeleteCusto
     recoverable: row.status === 'deletion_scheduled',
     operation_id: operationId,
   };
+}
+
+/** Deletes of another module's rows that end with a customer's change, as parts of its statement or transaction. */
+export type EndingParts = readonly DeleteQueryBuilder<Database, keyof Database, DeleteResult>[];
+
+/**
+ * A customer's change of status committed in one statement of its own (decision 254): the change
+ * (`customerStatusChange`, which finds the customer only while it is as the caller read it), what ends
+ * with it (`ends`, each part written only with the change) and its event. Answers the changed row, or
+ * undefined when the customer had changed since: then nothing was written, and the caller's transaction
+ * reads it again under its lock and explains.
+ */
+async function changeAlone(
+  db: Db,
+  change: (qc: QueryCreator<Database>) => ReturnType<typeof customerStatusChange>,
+  event: NewEvent,
+  ends: (when: Expression<SqlBool>) => EndingParts = () => [],
+): Promise<CustomerRow | undefined> {
+  const values = eventValues(event);
+  const changed = sql<SqlBool>`exists (select 1 from changed)`;
+  let statement = db.with('changed', change);
+  ends(changed).forEach((part, i) => {
+    statement = statement.with(`ended_${i}`, () => part);
+  });
+  const [row] = await statement
+    .with('event', (qc) => boundEventInsertOf(qc, values, sql`${values.eventData}::jsonb`, changed))
+    .selectFrom('changed')
+    .selectAll('changed')
+    .select((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'))
+    .execute();
+  if (!row) return undefined;
+  const { delivery_state, ...customer } = row;
+  announceRecordedEvent(delivery_state);
+  return customer;
 }

@@ -111,6 +111,23 @@ export async function setCustomerStatus(
 }
 
 /**
+ * `setCustomerStatus` as the first part of a statement that writes the change with what goes with it
+ * (its event, the end of console access: decision 254), finding the customer only while it is as `row`
+ * was read: the same status, hold and status before deletion (what decides whether the change is
+ * allowed). No row: another change came first, and the caller's transaction reads it again and explains.
+ */
+export function customerStatusChange(qc: QueryCreator<Database>, row: CustomerRow, to: CustomerStatus, changes: CustomerChanges) {
+  return qc
+    .updateTable('customers')
+    .set({ ...changes, status: CUSTOMER_STATUS.move(row.status, to) })
+    .where('uid', '=', row.uid)
+    .where('status', '=', row.status)
+    .where(sql<boolean>`held_at is not distinct from ${row.held_at}::timestamptz`)
+    .where(sql<boolean>`status_before_deletion is not distinct from ${row.status_before_deletion}::text`)
+    .returningAll();
+}
+
+/**
  * A customer's creation settles it: `active` (its quota now applied) or `failed`, only from
  * `provisioning`. A builder whose update takes the customer's lock and finds the row only while it is
  * still provisioning (decision 223).

@@ -23,7 +23,7 @@ import {
   type Workloads,
 } from '../platform.ts';
 import { createSandboxVm, heldBy } from './sandbox-vms.ts';
-import type { SandboxObjectKind, SandboxScope, SandboxTables, SandboxUsageTable } from './tables.ts';
+import type { SandboxObjectKind, SandboxScope, SandboxTables, SandboxUsageTable, SandboxWorkloadsTable } from './tables.ts';
 
 export interface SandboxOptions {
   /** The sandbox's own access to the database (its tables, its transactions: never a caller's). */
@@ -503,6 +503,25 @@ export class SandboxPlatform implements Platform {
   }
 
   async #setRunning(ctx: PlatformContext, organization: string, running: boolean): Promise<Workloads> {
+    // The common case in one statement (decision 254): a stop, or a start of an organization that runs
+    // nothing, whose open usage span ends and none begins. The update's own condition is checked on
+    // the row as it is when the update locks it. A start of something (a new span) takes the transaction.
+    const scope = scopeOf(ctx);
+    const { rows } = await sql<{ done: boolean } & (WorkloadsRow | { [K in keyof WorkloadsRow]: null })>`
+      with changed as (
+        update sandbox_workloads set running = ${running}
+        where platform_scope = ${scope} and organization = ${organization}
+          and (not ${running}::boolean or (cardinality(vms) = 0 and cardinality(databases) = 0 and gpus = '{}'::jsonb))
+        returning vms, databases, gpus, running),
+      quiet as (
+        select exists (select 1 from changed)
+          or not exists (select 1 from sandbox_workloads where platform_scope = ${scope} and organization = ${organization}) as yes),
+      ended as (
+        update sandbox_usage set ended_at = ${ctx.now}::timestamptz
+        where platform_scope = ${scope} and organization = ${organization} and ended_at is null and (select yes from quiet))
+      select (select yes from quiet) as done, changed.* from (select 1) as one left join changed on true`.execute(this.#db);
+    const row = rows[0];
+    if (row?.done) return toWorkloads(row.running === null ? undefined : row);
     return this.#db.transaction().execute(async (trx) => {
       await trx
         .updateTable('sandbox_workloads')
@@ -629,6 +648,13 @@ async function readWorkloads(db: Kysely<SandboxTables>, ctx: PlatformContext, or
     .where('platform_scope', '=', scopeOf(ctx))
     .where('organization', '=', organization)
     .executeTakeFirst();
+  return toWorkloads(row);
+}
+
+type WorkloadsRow = Pick<SandboxWorkloadsTable, 'vms' | 'databases' | 'gpus' | 'running'>;
+
+/** An organization's workloads from its row (none recorded: nothing, and running). */
+function toWorkloads(row: WorkloadsRow | undefined): Workloads {
   if (!row) return { vms: [], databases: [], gpus: {}, running: true };
   return { vms: row.vms, databases: row.databases, gpus: row.gpus as Record<string, number>, running: row.running };
 }
