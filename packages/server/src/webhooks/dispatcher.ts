@@ -282,22 +282,24 @@ export class WebhookDispatcher {
  */
 async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
   const result = await sql<ClaimedRow>`
-    update events set delivery_lease_until = ${leaseUntil}
-    where id in (
-        select due.id from webhooks w
-        cross join lateral (
-          select e.id from events e
-          where e.partner_id = w.partner_id and e.mode = w.mode and e.delivery_state = 'pending'
-            and (e.delivery_due_at is null or e.delivery_due_at <= ${now})
-            and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
-          order by e.delivery_due_at nulls first, e.id
-          limit greatest(0, ${perReceiver}::integer - (
-            select count(*) from events b
-            where b.partner_id = w.partner_id and b.mode = w.mode and b.delivery_state = 'pending'
-              and b.delivery_lease_until is not null and b.delivery_lease_until > ${now}))
-        ) as due
-        limit ${free})
-      and delivery_state = 'pending' and (delivery_lease_until is null or delivery_lease_until <= ${now})
-    returning id, partner_id, mode, type, data, created_at, delivery_attempts, signed_at, signature`.execute(db);
+    with due as materialized (
+      select due.id from webhooks w
+      cross join lateral (
+        select e.id from events e
+        where e.partner_id = w.partner_id and e.mode = w.mode and e.delivery_state = 'pending'
+          and (e.delivery_due_at is null or e.delivery_due_at <= ${now})
+          and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
+        order by e.delivery_due_at nulls first, e.id
+        limit greatest(0, ${perReceiver}::integer - (
+          select count(*) from events b
+          where b.partner_id = w.partner_id and b.mode = w.mode and b.delivery_state = 'pending'
+            and b.delivery_lease_until is not null and b.delivery_lease_until > ${now}))
+      ) as due
+      limit ${free})
+    update events e set delivery_lease_until = ${leaseUntil}
+    from due
+    where e.id = due.id
+      and e.delivery_state = 'pending' and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
+    returning e.id, e.partner_id, e.mode, e.type, e.data, e.created_at, e.delivery_attempts, e.signed_at, e.signature`.execute(db);
   return result.rows;
 }
