@@ -61,10 +61,10 @@ export const webhookMigrations: Record<string, Migration> = {
   },
   '0040_webhooks_receiver_due_idx': {
     async up(db: Kysely<unknown>) {
-      // The claim walks each receiver's pending deliveries in the order they are due; the index it had
-      // was in that order for every receiver together, so each walk read other receivers' rows (and
-      // the dead entries updates leave behind) to find its own: about 2,800 pages a claim under the
-      // lag bench's load (decision 255). This one starts at the receiver's first row.
+      // The claim walks each receiver's pending deliveries in the order they are due. The index in that
+      // order had no receiver columns, so the planner walked the receiver's every event instead
+      // (`events_partner_type_idx`, delivered ones included) and sorted what it kept: about 2,800 pages
+      // a claim under the lag bench's load (decision 255). This one starts at the receiver's first row.
       await sql`
         create index events_delivery_receiver_due_idx on events (partner_id, mode, delivery_due_at nulls first, id)
         where delivery_state = 'pending'`.execute(db);
