@@ -253,6 +253,14 @@ for (const target of testDatabases()) {
       const resumed = await partnerApi<{ data: Record<string, unknown> }>(server, 'POST', '/customers/wonka/resume', { token: acme.live });
       assert.equal(resumed.body.data.cancelled_scheduled_deletion, true);
       assert.equal(resumed.body.data.status, 'active');
+      // The event says the same as the answer; the customer keeps nothing of the deletion it cancelled.
+      const event = (await eventsOf(server, 'acme')).filter((e) => e.type === 'customer.resumed' && e.data.customer_id === 'wonka');
+      assert.deepEqual(
+        event.map((e) => e.data),
+        [{ customer_id: 'wonka', state: 'active', workloads_running: 0, cancelled_scheduled_deletion: true }],
+      );
+      const cancelled = await partnerApi<{ data: Record<string, unknown> }>(server, 'GET', '/customers/wonka', { token: acme.live });
+      assert.equal(cancelled.body.data.scheduled_deletion_at, null);
 
       const again = await partnerApi<{ data: Record<string, unknown> }>(server, 'DELETE', '/customers/wonka?grace_days=1', {
         token: acme.live,
