@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { openAppDatabase as openDatabase } from '../src/app/database.ts';
@@ -140,6 +141,12 @@ export function cpuBudget(serverPid: number): CpuBudget {
 export function cpuBudgetPer(before: CpuBudget, after: CpuBudget, count: number): CpuBudget {
   const per = (key: keyof CpuBudget) => Math.round((after[key] - before[key]) / count);
   return { server: per('server'), postgres: per('postgres'), bench: per('bench'), busy: per('busy'), idle: per('idle') };
+}
+
+/** A span's `CpuBudget` per unit as one line (PostgreSQL's share only when the server uses one). */
+export function budgetText(per: CpuBudget, unit: string, onPostgres: boolean): string {
+  const postgres = onPostgres ? `, PostgreSQL ${per.postgres} µs` : '';
+  return `CPU ${unit}: server ${per.server} µs${postgres}, the bench's load ${per.bench} µs; the machine busy ${per.busy} µs and idle ${per.idle} µs (${availableParallelism()} cores)`;
 }
 
 /** CPU time (user + system) of a process's threads, in microseconds, grouped as `ThreadCpu`. */

@@ -7,9 +7,8 @@
  * (the server, PostgreSQL's processes, the bench's own load). The api part runs one burst first to make
  * the customers it reads.
  */
-import { availableParallelism } from 'node:os';
 import { spawnServe } from '../test/serve-process.ts';
-import { benchServeEnv, type CpuBudget, cpuBudget, cpuBudgetPer, operator, partnerToken } from './common.ts';
+import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 /** The partners the creations are spread over (BENCH_PARTNERS): one partner's creates take its row in turn. */
@@ -69,11 +68,6 @@ export async function burstCreates(label: string, apis: Api | Api[], count: numb
 }
 
 /** A span's CPU per customer, as the bench prints it; PostgreSQL's share only where it runs apart from the server. */
-function budgetText(per: CpuBudget, unit: string, onPostgres: boolean): string {
-  const postgres = onPostgres ? `, PostgreSQL ${per.postgres} µs` : '';
-  return `CPU ${unit}: server ${per.server} µs${postgres}, the bench's load ${per.bench} µs; the machine busy ${per.busy} µs and idle ${per.idle} µs (${availableParallelism()} cores)`;
-}
-
 /** The partner API of `server` with a token of `key`. */
 async function partnerApi(server: Awaited<ReturnType<typeof spawnServe>>, key: string): Promise<Api> {
   const token = await partnerToken(server, key);

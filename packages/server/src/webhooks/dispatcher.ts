@@ -159,7 +159,7 @@ export class WebhookDispatcher {
       await db
         .updateTable('events')
         .set({ delivery_state: DELIVERY_STATE.move('pending', 'skipped'), delivery_lease_until: null })
-        .where('id', 'in', unwanted)
+        .where('id', '=', sql<string>`any(${unwanted}::text[])`)
         .where('delivery_state', '=', 'pending')
         .execute();
     }
@@ -167,8 +167,8 @@ export class WebhookDispatcher {
     if (signatures.length > 0) {
       await sql`
         update events set signed_at = v.signed_at, signature = v.signature
-        from (values ${sql.join(signatures.map((s) => sql`(${s.id}, ${s.signedAt}::bigint, ${s.signature})`))})
-          as v (id, signed_at, signature)
+        from unnest(${signatures.map((s) => s.id)}::text[], ${signatures.map((s) => s.signedAt)}::bigint[],
+          ${signatures.map((s) => s.signature)}::text[]) as v (id, signed_at, signature)
         where events.id = v.id and events.signature is null`.execute(db);
     }
     for (const send of sends) {
@@ -256,20 +256,13 @@ export class WebhookDispatcher {
     }, FLUSH_DELAY_MS);
   }
 
+  /** The outcomes' attempts and next states, in one statement. */
   async #write(outcomes: Outcome[]): Promise<void> {
-    await this.#deps.db.transaction().execute(async (trx) => {
-      await sql`
-        update events set delivery_state = v.state, delivery_attempts = v.attempts, delivery_due_at = v.due_at,
-          delivery_lease_until = null
-        from (values ${sql.join(
-          outcomes.map((o) => sql`(${o.row.id}, ${o.state}, ${o.attempt.attempt}::integer, ${o.dueAt}::timestamptz)`),
-        )}) as v (id, state, attempts, due_at)
-        where events.id = v.id`.execute(trx);
-      await appendAttempts(
-        trx,
-        outcomes.map((o) => o.attempt),
-      );
-    });
+    await appendAttempts(
+      this.#deps.db,
+      outcomes.map((o) => o.attempt),
+      outcomes.map((o) => ({ id: o.row.id, state: o.state, attempts: o.attempt.attempt, dueAt: o.dueAt })),
+    );
   }
 }
 

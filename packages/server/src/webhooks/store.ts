@@ -23,7 +23,8 @@ export async function findDeliveryTargets(db: Db, partnerIds: readonly string[])
     .innerJoin('partners', 'partners.id', 'webhooks.partner_id')
     .selectAll('webhooks')
     .select('partners.allow_private_webhooks')
-    .where('webhooks.partner_id', 'in', [...new Set(partnerIds)])
+    // One array value: the same statement text for any number of partners (decision 256).
+    .where('webhooks.partner_id', '=', sql<string>`any(${[...new Set(partnerIds)]}::text[])`)
     .execute();
   return new Map(rows.map((row) => [targetKey(row.partner_id, row.mode), row]));
 }
@@ -50,20 +51,69 @@ export const targetKey = (partnerId: string, mode: KeyMode) => `${partnerId}/${m
 
 export type NewAttempt = Omit<WebhookAttemptsTable, 'seq'>;
 
-/** Appends attempts to the delivery log and trims each touched log to its 50 most recent. */
-export async function appendAttempts(trx: Db, attempts: readonly NewAttempt[]): Promise<void> {
+/** A delivery's next state after an attempt: pending again with its retry's time, delivered or failed. */
+export interface DeliverySettlement {
+  id: string;
+  state: DeliveryState;
+  attempts: number;
+  dueAt: Date | null;
+}
+
+/** The largest `seq` there can be: a trim that keeps no old attempt deletes every one below it. */
+const SEQ_MAX = '9223372036854775807';
+
+/**
+ * Appends attempts to the delivery log, keeping each touched log to its 50 most recent, and writes
+ * the deliveries' next states (`settled`, the attempts' deliveries; their leases released), all in one
+ * statement (decision 256): the dispatcher's outcomes are one round trip instead of a five-statement
+ * transaction. The values travel as arrays, so the text is the same for any number of outcomes:
+ * prepared once per connection, where a list of rows made one statement per length.
+ *
+ * A statement's parts see one snapshot, so the trim cannot see the rows the same statement adds: of a
+ * log's new attempts only its 50 most recent are inserted, and of its old ones only as many as still fit.
+ */
+export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], settled: readonly DeliverySettlement[] = []): Promise<void> {
   if (attempts.length === 0) return;
-  await trx
-    .insertInto('webhook_attempts')
-    .values([...attempts])
-    .execute();
-  const logs = new Map(attempts.map((a) => [targetKey(a.partner_id, a.mode), a]));
-  for (const { partner_id, mode } of logs.values()) {
-    await sql`
-      delete from webhook_attempts
-      where partner_id = ${partner_id} and mode = ${mode} and seq < (
-        select min(seq) from (
-          select seq from webhook_attempts where partner_id = ${partner_id} and mode = ${mode}
-          order by seq desc limit ${DELIVERY_LOG_SIZE}) as recent)`.execute(trx);
+  const logs = new Map<string, NewAttempt[]>();
+  for (const attempt of attempts) {
+    const key = targetKey(attempt.partner_id, attempt.mode);
+    const log = logs.get(key) ?? [];
+    if (log.length === 0) logs.set(key, log);
+    log.push(attempt);
   }
+  const added = [...logs.values()].flatMap((log) => log.slice(-DELIVERY_LOG_SIZE));
+  const kept = [...logs.values()].map((log) => ({
+    partner: log[0]?.partner_id,
+    mode: log[0]?.mode,
+    keep: Math.max(0, DELIVERY_LOG_SIZE - log.length),
+  }));
+  const column = <T>(rows: readonly T[], pick: (row: T) => unknown) => rows.map(pick);
+  await sql`
+    with settled as (
+      update events set delivery_state = v.state, delivery_attempts = v.attempts, delivery_due_at = v.due_at,
+        delivery_lease_until = null
+      from unnest(${column(settled, (s) => s.id)}::text[], ${column(settled, (s) => s.state)}::text[],
+        ${column(settled, (s) => s.attempts)}::integer[], ${column(settled, (s) => s.dueAt?.toISOString() ?? null)}::timestamptz[])
+        as v (id, state, attempts, due_at)
+      where events.id = v.id
+      returning 1),
+    added as (
+      insert into webhook_attempts (partner_id, mode, delivery_id, event, delivered, attempt, status, error, at)
+      select partner_id, mode, delivery_id, event, delivered, attempt, status, error, at
+      from unnest(${column(added, (a) => a.partner_id)}::text[], ${column(added, (a) => a.mode)}::text[],
+        ${column(added, (a) => a.delivery_id)}::text[], ${column(added, (a) => a.event)}::text[],
+        ${column(added, (a) => a.delivered)}::boolean[], ${column(added, (a) => a.attempt)}::integer[],
+        ${column(added, (a) => a.status)}::integer[], ${column(added, (a) => a.error)}::text[],
+        ${column(added, (a) => a.at.toISOString())}::timestamptz[])
+        with ordinality as a (partner_id, mode, delivery_id, event, delivered, attempt, status, error, at, n)
+      order by n
+      returning 1)
+    delete from webhook_attempts old
+    using unnest(${column(kept, (k) => k.partner)}::text[], ${column(kept, (k) => k.mode)}::text[], ${column(kept, (k) => k.keep)}::integer[])
+      as log (partner_id, mode, keep)
+    where old.partner_id = log.partner_id and old.mode = log.mode
+      and old.seq < coalesce((
+        select min(kept.seq) from (
+          select r.seq from webhook_attempts r where r.partner_id = log.partner_id and r.mode = log.mode
+          order by r.seq desc limit log.keep) as kept), ${SEQ_MAX}::bigint)`.execute(db);
 }

@@ -15,6 +15,7 @@ import { TEST_CA_FILE, verifyDelivery, WebhookReceiver } from '../../test/webhoo
 import { fallbackOf } from '../config/settings.ts';
 import { EVENT_TYPES, onEventsRecorded } from '../events/store.ts';
 import type { Resolver } from './destination.ts';
+import { appendAttempts } from './store.ts';
 
 /** Host names the test resolver answers; anything else does not resolve. */
 const dns = new Map<string, string[]>();
@@ -771,6 +772,67 @@ for (const target of testDatabases()) {
           'VALIDATION_ERROR',
         );
         await api(lab.test, 'DELETE', '/webhook');
+      });
+
+      test('outcomes written in one batch keep each log to its 50 most recent attempts, in order, whatever the batch holds', async () => {
+        // The dispatcher writes a burst's outcomes in one statement, which cannot see its own inserts
+        // while it trims (decision 256): a batch over 50, or one that fills a log with old attempts.
+        const attempt = (mode: 'live' | 'test', n: number) => ({
+          partner_id: lab.id,
+          mode,
+          delivery_id: `evt_batch_${mode}_${n}`,
+          event: 'customer.ready',
+          delivered: n % 2 === 0,
+          attempt: 1 + (n % 3),
+          status: n % 2 === 0 ? 200 : null,
+          error: n % 2 === 0 ? null : 'connection refused',
+          at: new Date(server.clock.nowMs() + n),
+        });
+        const batch = (mode: 'live' | 'test', from: number, to: number) =>
+          Array.from({ length: to - from }, (_, i) => attempt(mode, from + i));
+        const logOf = async (token: string) => {
+          const seen: DeliveryRecord[] = [];
+          let cursor: string | null = null;
+          do {
+            const page: { data: DeliveryRecord[]; pagination: { next_cursor: string | null } } = await deliveries(
+              token,
+              `?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+            );
+            seen.push(...page.data);
+            cursor = page.pagination.next_cursor;
+          } while (cursor);
+          return seen;
+        };
+        const ids = (mode: 'live' | 'test', from: number, to: number) =>
+          batch(mode, from, to)
+            .map((a) => a.delivery_id)
+            .reverse();
+        const { db } = server.database;
+
+        await appendAttempts(db, batch('live', 0, 30));
+        // One batch for two logs: 60 to the live log (over 50 by itself) and 5 to the test log.
+        await appendAttempts(db, [...batch('live', 30, 90), ...batch('test', 0, 5)]);
+        const live = await logOf(lab.live);
+        assert.deepEqual(
+          live.map((r) => r.id),
+          ids('live', 40, 90),
+        );
+        assert.deepEqual(live[0], {
+          id: 'evt_batch_live_89',
+          event: 'customer.ready',
+          delivered: false,
+          attempts: 3,
+          status: null,
+          error: 'connection refused',
+          at: new Date(server.clock.nowMs() + 89).toISOString(),
+        });
+        // Old attempts are kept as far as they fit beside the new ones.
+        await appendAttempts(db, batch('live', 90, 110));
+        assert.deepEqual(
+          (await logOf(lab.live)).map((r) => r.id),
+          ids('live', 60, 110),
+        );
+        assert.deepEqual((await logOf(lab.test)).map((r) => r.id).slice(0, 5), ids('test', 0, 5));
       });
 
       test('deleting the receiver drops deliveries still waiting for a retry', async () => {
