@@ -1,6 +1,10 @@
 import type { Db } from '../app/database.ts';
+import { rememberBounded } from '../infra/bounded-map.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { KeyMode } from '../infra/mode.ts';
+
+/** At most this many keys are remembered per process; the oldest go first (decision 257). */
+const MAX_ENTRIES = 10_000;
 
 /** What verifying a token needs to know of the key it was exchanged with. */
 export interface KeyFacts {
@@ -46,7 +50,7 @@ export class KeyCache {
       const fetchedAtMs = this.#clock.nowMs();
       pending = this.#read(kid)
         .then((facts) => {
-          this.#entries.set(kid, { facts, fetchedAtMs });
+          rememberBounded(this.#entries, kid, { facts, fetchedAtMs }, MAX_ENTRIES);
           return facts;
         })
         .finally(() => this.#inflight.delete(kid));

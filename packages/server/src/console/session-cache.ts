@@ -1,4 +1,5 @@
 import { hash } from 'node:crypto';
+import { rememberBounded } from '../infra/bounded-map.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { ConsoleService, ConsoleSession } from './service.ts';
 
@@ -43,9 +44,7 @@ export class ConsoleSessionCache {
       return undefined;
     }
     if (this.#ttlMs > 0) {
-      this.#entries.delete(key);
-      this.#entries.set(key, { session, atMs: nowMs });
-      if (this.#entries.size > MAX_ENTRIES) this.#entries.delete(this.#entries.keys().next().value as string);
+      rememberBounded(this.#entries, key, { session, atMs: nowMs }, MAX_ENTRIES);
     }
     return session;
   }

@@ -1,6 +1,10 @@
 import type { Db } from '../app/database.ts';
+import { rememberBounded } from '../infra/bounded-map.ts';
 import type { Clock } from '../infra/clock.ts';
 import { findPartner, type PartnerRow } from './store.ts';
+
+/** At most this many partners are remembered per process; the oldest go first (decision 257). */
+const MAX_ENTRIES = 10_000;
 
 /**
  * The partner record as the authenticated hot path sees it. Entries live a
@@ -37,7 +41,7 @@ export class PartnerCache {
       pending = findPartner(this.#db, id).finally(() => this.#inflight.delete(id));
       this.#inflight.set(id, pending);
       const row = await pending;
-      this.#entries.set(id, { row, fetchedAtMs: nowMs });
+      rememberBounded(this.#entries, id, { row, fetchedAtMs: nowMs }, MAX_ENTRIES);
       return row;
     }
     return pending;
