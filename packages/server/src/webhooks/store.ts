@@ -87,29 +87,28 @@ export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], se
     mode: log[0]?.mode,
     keep: Math.max(0, DELIVERY_LOG_SIZE - log.length),
   }));
-  const column = <T>(rows: readonly T[], pick: (row: T) => unknown) => rows.map(pick);
   await sql`
     with settled as (
       update events set delivery_state = v.state, delivery_attempts = v.attempts, delivery_due_at = v.due_at,
         delivery_lease_until = null
-      from unnest(${column(settled, (s) => s.id)}::text[], ${column(settled, (s) => s.state)}::text[],
-        ${column(settled, (s) => s.attempts)}::integer[], ${column(settled, (s) => s.dueAt?.toISOString() ?? null)}::timestamptz[])
+      from unnest(${settled.map((s) => s.id)}::text[], ${settled.map((s) => s.state)}::text[],
+        ${settled.map((s) => s.attempts)}::integer[], ${settled.map((s) => s.dueAt?.toISOString() ?? null)}::timestamptz[])
         as v (id, state, attempts, due_at)
       where events.id = v.id
       returning 1),
     added as (
       insert into webhook_attempts (partner_id, mode, delivery_id, event, delivered, attempt, status, error, at)
       select partner_id, mode, delivery_id, event, delivered, attempt, status, error, at
-      from unnest(${column(added, (a) => a.partner_id)}::text[], ${column(added, (a) => a.mode)}::text[],
-        ${column(added, (a) => a.delivery_id)}::text[], ${column(added, (a) => a.event)}::text[],
-        ${column(added, (a) => a.delivered)}::boolean[], ${column(added, (a) => a.attempt)}::integer[],
-        ${column(added, (a) => a.status)}::integer[], ${column(added, (a) => a.error)}::text[],
-        ${column(added, (a) => a.at.toISOString())}::timestamptz[])
+      from unnest(${added.map((a) => a.partner_id)}::text[], ${added.map((a) => a.mode)}::text[],
+        ${added.map((a) => a.delivery_id)}::text[], ${added.map((a) => a.event)}::text[],
+        ${added.map((a) => a.delivered)}::boolean[], ${added.map((a) => a.attempt)}::integer[],
+        ${added.map((a) => a.status)}::integer[], ${added.map((a) => a.error)}::text[],
+        ${added.map((a) => a.at.toISOString())}::timestamptz[])
         with ordinality as a (partner_id, mode, delivery_id, event, delivered, attempt, status, error, at, n)
       order by n
       returning 1)
     delete from webhook_attempts old
-    using unnest(${column(kept, (k) => k.partner)}::text[], ${column(kept, (k) => k.mode)}::text[], ${column(kept, (k) => k.keep)}::integer[])
+    using unnest(${kept.map((k) => k.partner)}::text[], ${kept.map((k) => k.mode)}::text[], ${kept.map((k) => k.keep)}::integer[])
       as log (partner_id, mode, keep)
     where old.partner_id = log.partner_id and old.mode = log.mode
       and old.seq < coalesce((
