@@ -270,15 +270,17 @@ export class WebhookDispatcher {
  * Claims due deliveries: at most `free` in all, and per receiver (partner and mode) no more than
  * `perReceiver` in flight across every process, so one partner's backlog or dead receiver never
  * takes another's turn. Only configured receivers can have pending deliveries (`initialDeliveryState`),
- * so the walk is one index probe per receiver. The update re-checks the lease: of two processes only
- * one claims a row.
+ * so the walk is one index probe per receiver. The update takes the picked rows by their place in
+ * the table (`ctid`, a TID scan: a few pages whatever the backlog; joined by id, the planner hashed every
+ * pending delivery to find them, decision 258), and re-checks the state and the lease on the row's newest
+ * version: of two processes only one claims a row.
  */
 async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
   const result = await sql<ClaimedRow>`
     with due as materialized (
-      select due.id from webhooks w
+      select due.ctid from webhooks w
       cross join lateral (
-        select e.id from events e
+        select e.ctid from events e
         where e.partner_id = w.partner_id and e.mode = w.mode and e.delivery_state = 'pending'
           and (e.delivery_due_at is null or e.delivery_due_at <= ${now})
           and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
@@ -290,8 +292,7 @@ async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perRecei
       ) as due
       limit ${free})
     update events e set delivery_lease_until = ${leaseUntil}
-    from due
-    where e.id = due.id
+    where e.ctid = any(array(select ctid from due))
       and e.delivery_state = 'pending' and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
     returning e.id, e.partner_id, e.mode, e.type, e.data, e.created_at, e.delivery_attempts, e.signed_at, e.signature`.execute(db);
   return result.rows;
