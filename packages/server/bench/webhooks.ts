@@ -123,11 +123,11 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
     await server.stop();
     const after = await openServerDatabase(env);
     try {
-      const { rows } = await sql<{ retried: string; first: string }>`
-        select count(*) filter (where delivery_attempts > 1) as retried, count(*) as first from events
+      const { rows } = await sql<{ retried: string; events: string }>`
+        select count(*) filter (where delivery_attempts > 1) as retried, count(*) as events from events
         where partner_id = 'hooks' and created_at >= ${new Date(runStart)}`.execute(after.db);
       notes.push(
-        `${label}: (g) of the lag run's ${rows[0]?.first} events, ${rows[0]?.retried} needed more than one attempt; ${overOneSecond} delivered 1 s or more after their event`,
+        `${label}: (g) of the lag run's ${rows[0]?.events} events, ${rows[0]?.retried} needed more than one attempt; ${overOneSecond} delivered 1 s or more after their event`,
       );
     } finally {
       await after.close();

@@ -77,12 +77,12 @@ export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], se
   const logs = new Map<string, NewAttempt[]>();
   for (const attempt of attempts) {
     const key = targetKey(attempt.partner_id, attempt.mode);
-    const log = logs.get(key) ?? [];
-    if (log.length === 0) logs.set(key, log);
-    log.push(attempt);
+    const log = logs.get(key);
+    if (log) log.push(attempt);
+    else logs.set(key, [attempt]);
   }
   const added = [...logs.values()].flatMap((log) => log.slice(-DELIVERY_LOG_SIZE));
-  const kept = [...logs.values()].map((log) => ({
+  const trims = [...logs.values()].map((log) => ({
     partner: log[0]?.partner_id,
     mode: log[0]?.mode,
     keep: Math.max(0, DELIVERY_LOG_SIZE - log.length),
@@ -108,7 +108,7 @@ export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], se
       order by n
       returning 1)
     delete from webhook_attempts old
-    using unnest(${kept.map((k) => k.partner)}::text[], ${kept.map((k) => k.mode)}::text[], ${kept.map((k) => k.keep)}::integer[])
+    using unnest(${trims.map((t) => t.partner)}::text[], ${trims.map((t) => t.mode)}::text[], ${trims.map((t) => t.keep)}::integer[])
       as log (partner_id, mode, keep)
     where old.partner_id = log.partner_id and old.mode = log.mode
       and old.seq < coalesce((
