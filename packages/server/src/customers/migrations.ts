@@ -152,4 +152,74 @@ export const customerMigrations: Record<string, Migration> = {
         $$`.execute(db);
     },
   },
+  '0041_customers_create_together': {
+    async up(db: Kysely<unknown>) {
+      // What 0039's function does for one create, for a batch of a partner's creates of one mode written
+      // by one statement (decision 259): the partner's row counts them all, the allocation takes the sum
+      // of their quotas where it fits, and the checks count the batch as one: the maximum of customers
+      // and of open operations with every create of the batch, the default plan each create was given,
+      // and the platform names of all of them. A check that does not plainly pass raises TN002 as 0039's
+      // does: nothing is written, and each create of the batch runs again on its own. 0039's function
+      // stays for processes of the previous version while an upgrade rolls.
+      await sql`
+        create function customers_create_locked(
+          p_partner_id text, p_mode text, p_scope text, p_operation_ids text[],
+          p_organizations text[], p_namespaces text[], p_default_plan_ids text[], p_quotas jsonb, p_pool jsonb
+        ) returns boolean
+        language plpgsql volatile as $$
+        declare
+          n integer := cardinality(p_operation_ids);
+          partner partners;
+          wanted jsonb := p_quotas -> 0;
+          open_operations integer;
+        begin
+          update partners as p
+             set customer_count = p.customer_count + n * (p_mode = 'live')::int,
+                 test_customer_count = p.test_customer_count + n * (p_mode = 'test')::int
+           where p.id = p_partner_id
+          returning p.* into partner;
+          if not found then
+            raise exception using errcode = 'TN002', message = 'no such partner';
+          end if;
+          if partner.max_customers > 0
+             and (case when p_mode = 'live' then partner.customer_count else partner.test_customer_count end) > partner.max_customers then
+            raise exception using errcode = 'TN002', message = 'the partner is at its maximum of customers';
+          end if;
+          if exists (select from unnest(p_default_plan_ids) as d(plan_id)
+                      where d.plan_id is not null and d.plan_id is distinct from partner.default_plan_id) then
+            raise exception using errcode = 'TN002', message = 'the default plan changed';
+          end if;
+
+          for i in 1 .. n - 1 loop
+            wanted := resources_add(wanted, p_quotas -> i);
+          end loop;
+          update capacity_allocations as c set allocated = resources_add(c.allocated, wanted)
+           where c.partner_id = p_partner_id and c.mode = p_mode and resources_fit(p_pool, c.allocated, wanted);
+          if not found then
+            raise exception using errcode = 'TN002', message = 'the pool cannot take the quotas, or it has no allocation yet';
+          end if;
+
+          select count(*) into open_operations
+            from (select from operations as o
+                   where o.partner_id = p_partner_id and o.mode = p_mode and o.status in ('pending', 'running')
+                     and o.id <> all (p_operation_ids)
+                   limit partner.max_open_operations) as counted;
+          if open_operations + n > partner.max_open_operations then
+            raise exception using errcode = 'TN002', message = 'too many operations open';
+          end if;
+
+          -- One name at a time: each an index look-up, where "= any (array)" in the function's generic
+          -- plan filtered every project of the scope (235 µs against 11 for one create, measured).
+          for i in 1 .. n loop
+            if exists (select from projects as pr where pr.platform_scope = p_scope and pr.namespace = p_organizations[i])
+               or exists (select from customers as cu where cu.platform_scope = p_scope and cu.organization = p_namespaces[i]) then
+              raise exception using errcode = 'TN002', message = 'a platform name is taken';
+            end if;
+          end loop;
+
+          return true;
+        end
+        $$`.execute(db);
+    },
+  },
 };

@@ -1,6 +1,5 @@
 import { type DeleteQueryBuilder, type DeleteResult, type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
-import pLimit, { type LimitFunction } from 'p-limit';
 import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
@@ -12,18 +11,12 @@ import { retryOnDeadlock, uniqueViolation } from '../infra/db/database.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
+import { KeyedBatches } from '../infra/keyed-batches.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Operation } from '../operations/schemas.ts';
 import { toOperation } from '../operations/schemas.ts';
-import {
-  assertOperationSlotFree,
-  latestOperation,
-  newOperationRow,
-  type OperationRow,
-  openOperationCount,
-  operationInsert,
-} from '../operations/store.ts';
+import { assertOperationSlotFree, latestOperation, newOperationRow, type OperationRow, openOperationCount } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { OperatorActor } from '../partners/service.ts';
 import { newCustomerCounted, type PartnerRow } from '../partners/store.ts';
@@ -31,15 +24,15 @@ import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
-import { type ProjectRow, projectByNamespace, projectInsert } from '../projects/store.ts';
-import { type UserRow, userInsert } from '../users/store.ts';
+import { type ProjectRow, projectByNamespace } from '../projects/store.ts';
+import type { UserRow } from '../users/store.ts';
+import { createdTogether, NEW_ROWS_WRITTEN, type PendingCreate, withNewCustomerRows } from './create-together.ts';
 import { describeStatus, organizationRef, requireActiveCustomer, resumedEvent, startTeardown, suspendedEvent } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
 import {
   type CustomerFilters,
   type CustomerRow,
   customerIdByOrganization,
-  customerInsert,
   customerStatusChange,
   findCustomer,
   findCustomerByUid,
@@ -68,8 +61,18 @@ export interface CustomerServiceDeps {
 }
 
 const DAY_MS = 24 * 3600 * 1000;
-/** A partner's create transactions at once in one process (decision 211). */
+/** A partner's create statements at once in one process (decision 211). */
 const CREATES_AT_ONCE = 2;
+/** The most creates one statement writes together (decision 259). */
+const CREATES_TOGETHER = 50;
+
+type Created = { customer: Customer; operation: Operation };
+
+/** The creates that may go together: a partner's of one mode. */
+const createsKey = (tenant: Pick<Tenant, 'partnerId' | 'mode'>) => `${tenant.partnerId} ${tenant.mode}`;
+
+/** A create's answer: the customer and its operation as it wrote them. */
+const created = ({ rows }: PendingCreate): Created => ({ customer: toCustomer(rows.customer), operation: toOperation(rows.operation) });
 
 /**
  * Customers of a partner (CONTRACT §4): create, read, suspend, resume and delete. A change that
@@ -80,26 +83,72 @@ const CREATES_AT_ONCE = 2;
 export class CustomerService {
   readonly #deps: CustomerServiceDeps;
 
-  /** Per partner: its creates' transactions running at once in this process (decision 211). */
-  readonly #creating = new Map<string, LimitFunction>();
+  /**
+   * A partner's creates of one mode, per process: two statements at once, and what arrives while they
+   * run goes together in the next (decisions 211, 259). A partner's creates wait for its row one after
+   * another anyway; a burst of them one statement each would hold every pooled connection while they
+   * wait, starving other partners' requests and the operation engine, and take the row and commit once
+   * per create. A batch that does not plainly pass runs again create by create (`#createOne`).
+   */
+  readonly #creates = new KeyedBatches<PendingCreate, Created>(
+    async (creates) => {
+      if (creates.length === 1) return [await retryOnDeadlock(() => this.#createOne(creates[0] as PendingCreate))];
+      if (!(await createdTogether(this.#deps.db, creates))) throw new Error('a batch of creates did not plainly pass its checks');
+      return creates.map(created);
+    },
+    { concurrency: CREATES_AT_ONCE, maxBatch: CREATES_TOGETHER },
+  );
 
   constructor(deps: CustomerServiceDeps) {
     this.#deps = deps;
   }
 
+  /** How many of a partner's creates of a mode wait in this process for the next statement (decision 259). */
+  createsWaiting(tenant: Pick<Tenant, 'partnerId' | 'mode'>): number {
+    return this.#creates.waiting(createsKey(tenant));
+  }
+
   /**
-   * A partner's creates wait for its row one after another anyway; a burst of them would hold every
-   * pooled connection while they wait, starving other partners' requests and the operation engine.
-   * Two at a time keep one inserting while the other holds the lock. One entry per partner that
-   * ever created a customer in this process.
+   * One create: in one statement committed on its own when its checks plainly pass (decision 241);
+   * else in a transaction that runs them again and answers the exact error.
    */
-  #creatingFor(partnerId: string): LimitFunction {
-    let limit = this.#creating.get(partnerId);
-    if (!limit) {
-      limit = pLimit(CREATES_AT_ONCE);
-      this.#creating.set(partnerId, limit);
-    }
-    return limit;
+  async #createOne(create: PendingCreate): Promise<Created> {
+    const { db } = this.#deps;
+    if (await createdTogether(db, [create])) return created(create);
+    const { tenant, rows, organization, namespace } = create;
+    const { customer: row } = rows;
+    let { wanted } = create;
+    return db.transaction().execute(async (trx) => {
+      // The rows first, with no lock held (a clash of ids or namespaces is found by their unique
+      // keys), then, in the same statement, the partner's row, whose lock keeps the partner's
+      // counts, names and pool exact under concurrent creates. Every create of the partner waits
+      // there for the one before to commit, so the round trips from there on are few: this
+      // statement's answer, the checks, the commit (decisions 211, 223, 239).
+      const { partner, allocated } = await insertAndLockPartner(trx, tenant, rows);
+      const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
+      if (partner.max_customers > 0 && current >= partner.max_customers) {
+        throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
+          details: { limit: 'max_customers', max: partner.max_customers, current },
+        });
+      }
+      // The default plan changed since it was read (rare): the customer takes the new one.
+      if (create.defaultPlanId !== null && partner.default_plan_id !== wanted.planId) {
+        wanted = await newCustomerQuota(trx, tenant, partner.default_plan_id);
+        Object.assign(row, await updateCustomer(trx, row.uid, { plan_id: wanted.planId, quota: wanted.quota }));
+      }
+      // The plan's quota comes out of the partner's pool (CONTRACT §4, Customers), written with the
+      // checks; a refusal rolls everything back.
+      const allocation = takeNewCustomerQuota(allocated, wanted);
+      const taken = await allocateAndCheck(trx, tenant, allocation.allocated, {
+        organization,
+        namespace,
+        max: partner.max_open_operations,
+      });
+      assertOperationSlotFree(taken.openOperations, partner.max_open_operations, this.retryAfterS);
+      assertNamesFree(create.request, organization, namespace, taken.projectNamedLikeOrganization, taken.customerNamedLikeNamespace);
+      allocation.assertFits();
+      return created(create);
+    });
   }
 
   /** Seconds a partner should wait for provisioning (decision 31): NOT_READY's and TOO_MANY_OPERATIONS' Retry-After. */
@@ -124,53 +173,18 @@ export class CustomerService {
       ]);
     }
     // What needs no lock is read first: the plan's quota, checked against the partner's catalogue.
-    let wanted = await newCustomerQuota(db, tenant, request.plan_id ?? tenant.partner.default_plan_id);
+    const wanted = await newCustomerQuota(db, tenant, request.plan_id ?? tenant.partner.default_plan_id);
     const rows = newCustomerRows(tenant, request, wanted, { organization, namespace, project: projectName }, this.#deps.clock.now());
-    const { customer: row, operation } = rows;
-    const result = await this.#insertOrExplain(request, () =>
-      retryOnDeadlock(() =>
-        this.#creatingFor(tenant.partnerId)(async () => {
-          // The common case in one statement committed on its own: the rows, the partner's count, the
-          // capacity lock, the checks and the allocation (decision 241). When a check does not plainly
-          // pass, it writes nothing, and the transaction below runs them again and answers the exact error.
-          const defaultPlanId = request.plan_id === undefined ? wanted.planId : null;
-          if (await createdAlone(db, tenant, rows, { organization, namespace, defaultPlanId, wanted })) {
-            return { customer: toCustomer(row), operation: toOperation(operation) };
-          }
-          return db.transaction().execute(async (trx) => {
-            // The rows first, with no lock held (a clash of ids or namespaces is found by their unique
-            // keys), then, in the same statement, the partner's row, whose lock keeps the partner's
-            // counts, names and pool exact under concurrent creates. Every create of the partner waits
-            // there for the one before to commit, so the round trips from there on are few: this
-            // statement's answer, the checks, the commit (decisions 211, 223, 239).
-            const { partner, allocated } = await insertAndLockPartner(trx, tenant, rows);
-            const current = (tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count) - 1;
-            if (partner.max_customers > 0 && current >= partner.max_customers) {
-              throw new ApiError('LIMIT_REACHED', `The partner has reached its maximum of ${partner.max_customers} customers.`, {
-                details: { limit: 'max_customers', max: partner.max_customers, current },
-              });
-            }
-            // The default plan changed since it was read (rare): the customer takes the new one.
-            if (request.plan_id === undefined && partner.default_plan_id !== wanted.planId) {
-              wanted = await newCustomerQuota(trx, tenant, partner.default_plan_id);
-              Object.assign(row, await updateCustomer(trx, row.uid, { plan_id: wanted.planId, quota: wanted.quota }));
-            }
-            // The plan's quota comes out of the partner's pool (CONTRACT §4, Customers), written with the
-            // checks; a refusal rolls everything back.
-            const allocation = takeNewCustomerQuota(allocated, wanted);
-            const taken = await allocateAndCheck(trx, tenant, allocation.allocated, {
-              organization,
-              namespace,
-              max: partner.max_open_operations,
-            });
-            assertOperationSlotFree(taken.openOperations, partner.max_open_operations, this.retryAfterS);
-            assertNamesFree(request, organization, namespace, taken.projectNamedLikeOrganization, taken.customerNamedLikeNamespace);
-            allocation.assertFits();
-            return { customer: toCustomer(row), operation: toOperation(operation) };
-          });
-        }),
-      ),
-    );
+    const pending: PendingCreate = {
+      tenant,
+      request,
+      rows,
+      organization,
+      namespace,
+      defaultPlanId: request.plan_id === undefined ? wanted.planId : null,
+      wanted,
+    };
+    const result = await this.#insertOrExplain(request, () => this.#creates.submit(createsKey(tenant), pending));
     partnerCache.invalidate(tenant.partnerId);
     onOperationOpened();
     return result;
@@ -515,22 +529,6 @@ export function newCustomerRows(
 }
 
 /**
- * A new customer's rows (the customer, its owner, its first project and its `customer.create`
- * operation) as the first parts of a statement, to be followed by what the create does under its
- * partner's lock. PostgreSQL runs the parts of a statement that nothing reads last, so the part that
- * takes the lock asks for each row part's answer (`NEW_ROWS_WRITTEN`): the rows are written before it
- * waits, and a clash of ids or names fails without waiting for the partner's other creates (decision 239).
- */
-function withNewCustomerRows(db: Db, rows: NewCustomerRows) {
-  return db
-    .with('customer', (qc) => customerInsert(qc, rows.customer).returning('uid'))
-    .with('owner', (qc) => userInsert(qc, rows.owner).returning('uid'))
-    .with('project', (qc) => projectInsert(qc, rows.project).returning('uid'))
-    .with('operation', (qc) => operationInsert(qc, rows.operation).returning('id'));
-}
-const NEW_ROWS_WRITTEN = sql<boolean>`exists (select from customer) and exists (select from owner) and exists (select from project) and exists (select from operation)`;
-
-/**
  * A new customer's rows, then its count on the partner's row and the capacity lock, in one statement
  * of the create's transaction (decisions 223, 239): the rows (`withNewCustomerRows`; nobody sees the
  * operation before the commit), then the partner's row (the main query) and the allocation (a subquery
@@ -563,77 +561,6 @@ async function insertAndLockPartner(
   if (!locked?.allocated) throw notFound('The partner');
   const { allocated, ...partner } = locked;
   return { partner, allocated };
-}
-
-/** SQLSTATE of `customer_create_locked` (migration 0039): a check did not plainly pass; nothing was written. */
-const CREATE_NEEDS_TRANSACTION = 'TN002';
-
-/**
- * A whole create as one statement with no transaction around it (decision 241): the rows
- * (`withNewCustomerRows`), then `customer_create_locked` (migration 0039), which counts the customer on
- * the partner's row, writes the allocation where the quota fits (the capacity lock), and checks what
- * the transaction checks with snapshots taken after the lock. A partner's creates still take its row in
- * turn, but each holds it only for the function's own statements and the commit, with no round trip to
- * the server in between.
- */
-const rowsThenLockedCreate = precompile(
-  (
-    db: Db,
-    a: NewCustomerRows & {
-      partnerId: string;
-      mode: KeyMode;
-      scope: string;
-      operationId: string;
-      organization: string;
-      namespace: string;
-      defaultPlanId: string | null;
-      quotaJson: string;
-      poolJson: string;
-    },
-  ) =>
-    withNewCustomerRows(db, a)
-      .selectNoFrom(
-        sql<boolean>`customer_create_locked(${a.partnerId}, ${a.mode}, ${a.scope}, ${a.operationId}, ${a.organization}, ${a.namespace}, ${a.defaultPlanId}, ${a.quotaJson}, ${a.poolJson})`.as(
-          'created',
-        ),
-      )
-      .where(NEW_ROWS_WRITTEN),
-  { rows: ['customer', 'owner', 'project', 'operation'] },
-);
-
-/**
- * Creates the customer in one statement (`rowsThenLockedCreate`): true when it is created, false when a
- * check did not plainly pass and nothing was written (the caller's transaction then decides). A clash
- * of ids or names throws the unique key's violation, as the transaction's insert does.
- */
-export async function createdAlone(
-  db: Db,
-  tenant: Tenant,
-  rows: NewCustomerRows,
-  a: { organization: string; namespace: string; defaultPlanId: string | null; wanted: NewCustomerQuota },
-): Promise<boolean> {
-  try {
-    const [answer] = (
-      await rowsThenLockedCreate(db, {
-        ...rows,
-        partnerId: tenant.partnerId,
-        mode: tenant.mode,
-        scope: tenant.scope,
-        operationId: rows.operation.id,
-        organization: a.organization,
-        namespace: a.namespace,
-        defaultPlanId: a.defaultPlanId,
-        quotaJson: JSON.stringify(a.wanted.quota),
-        poolJson: JSON.stringify(a.wanted.pool),
-      })
-    ).rows;
-    // The inserts always answer their row, so the function always runs: anything else is a bug.
-    if (answer?.created !== true) throw new Error("a create's statement answered no row");
-    return true;
-  } catch (error) {
-    if ((error as { code?: unknown } | null)?.code === CREATE_NEEDS_TRANSACTION) return false;
-    throw error;
-  }
 }
 
 /**

@@ -2,6 +2,7 @@ import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Database, Db } from '../app/database.ts';
 import { releaseQuota } from '../capacity/store.ts';
+import { insertJsonRows } from '../infra/db/json-rows.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
@@ -86,6 +87,11 @@ export async function lockCustomerByUid(trx: Db, uid: string): Promise<CustomerR
 /** The customer's insert, to run alone or as a part of a create's one statement (decision 223). */
 export function customerInsert(qc: QueryCreator<Database>, row: CustomerRow) {
   return qc.insertInto('customers').values(row);
+}
+
+/** New customers at once, their rows as one JSON array (`insertJsonRows`). */
+export function customerInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
+  return insertJsonRows(qc, 'customers', rowsJson);
 }
 
 /** Any change but the status, which moves only through `setCustomerStatus`. */

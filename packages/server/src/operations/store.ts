@@ -1,6 +1,7 @@
 import { type Expression, type ExpressionBuilder, type QueryCreator, type Selectable, type SqlBool, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
+import { insertJsonRows } from '../infra/db/json-rows.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
@@ -60,6 +61,11 @@ export function newOperationRow(op: NewOperation): OperationRow {
 /** The operation's insert, to run alone or as a part of a create's one statement (decision 223). */
 export function operationInsert(qc: QueryCreator<Database>, row: OperationRow) {
   return qc.insertInto('operations').values(row);
+}
+
+/** New operations at once, their rows as one JSON array (`insertJsonRows`). */
+export function operationInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
+  return insertJsonRows(qc, 'operations', rowsJson);
 }
 
 /**

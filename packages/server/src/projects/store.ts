@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
+import { insertJsonRows } from '../infra/db/json-rows.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
@@ -148,4 +149,9 @@ export async function listProjects(
   }
   const rows = await select.execute();
   return toPage(rows, query.limit, toProject, (last) => cursors.encode('customer-projects', { customer: customerUid }, [last.name]));
+}
+
+/** New projects at once, their rows as one JSON array (`insertJsonRows`). */
+export function projectInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
+  return insertJsonRows(qc, 'projects', rowsJson);
 }

@@ -1,5 +1,6 @@
 import type { QueryCreator, Selectable } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
+import { insertJsonRows } from '../infra/db/json-rows.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
@@ -127,4 +128,9 @@ export async function listUsers(
   }
   const rows = await select.execute();
   return toPage(rows, query.limit, toUser, (last) => cursors.encode('customer-users', { customer: customerUid }, [last.username]));
+}
+
+/** New users at once, their rows as one JSON array (`insertJsonRows`). */
+export function userInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
+  return insertJsonRows(qc, 'users', rowsJson);
 }
