@@ -12,10 +12,10 @@ import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
-import { advanceProject, joinedProjectView, settleFirstProject } from '../projects/steps.ts';
+import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
 import { PROJECT_VIEW_COLUMNS, projectForPlatform, projectViewJson, settleProvisioningProject } from '../projects/store.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
-import type { UserService } from '../users/service.ts';
+import { type UserService, userSpec } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import {
@@ -57,14 +57,15 @@ const readForCreation = precompile((db: Db, a: { uid: string; project: string })
 
 /**
  * The parts of a statement that settle a customer with its creation: the customer (found only while it
- * is still provisioning), its first project and, when it succeeded, its owner, each part only once the
- * one before it settled (its lock taken first: customer, then project).
+ * is still provisioning), its first project (with the address range the look learned, if it has none
+ * yet) and, when it succeeded, its owner, each part only once the one before it settled (its lock taken
+ * first: customer, then project).
  */
-function settlingParts(db: Db, a: { uid: string; project: string; now: Date }, to: 'active' | 'failed') {
+function settlingParts(db: Db, a: { uid: string; project: string; now: Date; cidr: string | null }, to: 'active' | 'failed') {
   let writer = db
     .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
     .with('project', (qc) =>
-      settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now).where(
+      settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now, a.cidr).where(
         sql<boolean>`exists (select 1 from settled)`,
       ),
     );
@@ -79,7 +80,7 @@ function settlingParts(db: Db, a: { uid: string; project: string; now: Date }, t
  * transaction, which answers it with the project's view. Two shapes, each compiled once.
  */
 function settleCreation(to: 'active' | 'failed') {
-  return precompile((trx: Db, a: { uid: string; project: string; now: Date }) =>
+  return precompile((trx: Db, a: { uid: string; project: string; now: Date; cidr: string | null }) =>
     settlingParts(trx, a, to)
       .selectFrom('settled')
       .leftJoin('project', (join) => join.onTrue())
@@ -99,7 +100,7 @@ const settleFailedCreation = settleCreation('failed');
  * but its project or the outcome did not (a project no longer provisioning, a lease lost).
  */
 function settleCreationAlone(to: 'active' | 'failed') {
-  return precompile((db: Db, a: OutcomeValues & EventValues & { uid: string; project: string }) => {
+  return precompile((db: Db, a: OutcomeValues & EventValues & { uid: string; project: string; cidr: string | null }) => {
     // The bound payload's `project` (null) gives way to the settled project's view.
     const data = sql`${a.eventData}::jsonb || jsonb_build_object('project', (select ${projectViewJson('project')} from project))`;
     return settlingParts(db, a, to)
@@ -136,6 +137,9 @@ function creationEvent(
   });
 }
 
+/** The first project's address range a finished look learned (`provisionCustomer`), for the commit to write. */
+const learnedRange = (outcome: FinalOutcome): string | null => (outcome.state === 'done' ? (outcome.learned?.cidr ?? null) : null);
+
 /** The platform's view of a customer's quota and plan. */
 export const quotaSpec = (customer: CustomerRow) => ({
   planId: customer.plan_id,
@@ -159,8 +163,24 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
       const { owner, first_project: project, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
       const org = organizationRef(customer);
+      const organization = { ...org, displayName: customer.display_name, planId: customer.plan_id };
+      // The whole customer in one call where the driver takes it so (decision 260); else one call at a time.
+      if (owner && project) {
+        const whole = await platform.provisionCustomer?.(ctx, {
+          organization,
+          quota: quotaSpec(customer),
+          owner: userSpec(customer, owner),
+          project: projectRef(customer, project),
+        });
+        // Done: the range is written with the outcome (`settlingParts`); not yet: now, as the calls would.
+        if (whole?.state === 'done') return { state: 'done', learned: { cidr: whole.cidr } };
+        if (whole) {
+          if (whole.cidr) await keepAddressRange(db, project, whole.cidr);
+          return { state: 'in_progress', until: whole.until };
+        }
+      }
       return inOrder(
-        () => platform.ensureOrganization(ctx, { ...org, displayName: customer.display_name, planId: customer.plan_id }),
+        () => platform.ensureOrganization(ctx, organization),
         () => platform.applyQuota(ctx, org, quotaSpec(customer)),
         () => users.ensureOwner(ctx, customer, owner),
         async () => {
@@ -177,18 +197,20 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
       // statement, which finds the customer only while it is still provisioning.
       const projectName = op.project ?? 'default';
       const settle = final.state === 'done' ? settleCreated : settleFailedCreation;
-      const [settled] = (await settle(trx, { uid: op.customer_uid, project: projectName, now: ctx.now })).rows;
+      const cidr = learnedRange(final);
+      const [settled] = (await settle(trx, { uid: op.customer_uid, project: projectName, now: ctx.now, cidr })).rows;
       let state: EventData<'customer.ready'>['state'];
       let project: Project | null = null;
       if (settled) {
         state = settled.status;
-        project = joinedProjectView(settled) ?? (await settleFirstProject(trx, settled.uid, projectName, final.state === 'done', ctx.now));
+        project =
+          joinedProjectView(settled) ?? (await settleFirstProject(trx, settled.uid, projectName, final.state === 'done', ctx.now, cidr));
       } else {
         // Deleted, or being deleted, while this look ran: its creation ends with that.
         const customer = await lockCustomerByUid(trx, op.customer_uid);
         if (final.state === 'done') final = fail(customer ? 'CUSTOMER_DELETING' : 'CUSTOMER_DELETED');
         state = customer?.status ?? 'deleted';
-        if (customer) project = await settleFirstProject(trx, customer.uid, projectName, false, ctx.now);
+        if (customer) project = await settleFirstProject(trx, customer.uid, projectName, false, ctx.now, cidr);
       }
       return { outcome: final, event: creationEvent(op, final, state, project, ctx.now) };
     },
@@ -196,7 +218,9 @@ export function registerCustomerSteps(engine: OperationEngine, deps: CustomerSte
     async finishAlone(db, op, outcome, ctx, recording) {
       const settle = outcome.state === 'done' ? settleCreatedAlone : settleFailedCreationAlone;
       const event = eventValues(creationEvent(op, outcome, outcome.state === 'done' ? 'active' : 'failed', null, ctx.now));
-      const [settled] = (await settle(db, { ...recording, ...event, uid: op.customer_uid, project: op.project ?? 'default' })).rows;
+      const [settled] = (
+        await settle(db, { ...recording, ...event, uid: op.customer_uid, project: op.project ?? 'default', cidr: learnedRange(outcome) })
+      ).rows;
       if (!settled) return false;
       announceRecordedEvent(settled.delivery_state);
       return true;

@@ -30,10 +30,12 @@ export class KeyedBatches<Item, Result> {
       state = { running: 0, waiting: [] };
       this.#keys.set(key, state);
     }
-    const { promise, resolve, reject } = Promise.withResolvers<Result>();
-    state.waiting.push({ item, alone: false, resolve, reject });
+    const waiting = state.waiting;
+    const answer = new Promise<Result>((resolve, reject) => {
+      waiting.push({ item, alone: false, resolve, reject });
+    });
     this.#pump(key, state);
-    return promise;
+    return answer;
   }
 
   /** How many items of `key` wait for a batch (not those running). */

@@ -45,9 +45,20 @@ const BACKOFF_MAX_MS = 5 * 60_000;
 /** A look that could not move is logged the first time and then at these counts, not at every retry. */
 const LOG_AT = new Set([1, 5, 20, 100]);
 
+/**
+ * What provisioning learned from the platform in a look that finished, for the resource's commit to
+ * write with its outcome rather than in a statement of its own (decision 260): a project's address range.
+ */
+export interface Learned {
+  cidr?: string;
+}
+
+/** A look that finished, with what it learned. */
+export type Done = { state: 'done'; learned?: Learned };
+
 /** What one look at an operation found. */
-export type StepOutcome = Progress;
-export type FinalOutcome = { state: 'done' } | { state: 'failed'; code: FailureCode; message: string };
+export type StepOutcome = Progress | Done;
+export type FinalOutcome = Done | { state: 'failed'; code: FailureCode; message: string };
 
 /**
  * One kind of operation, as its module implements it. The engine calls `advance` with no

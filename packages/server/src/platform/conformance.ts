@@ -111,6 +111,54 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
       assert.deepEqual(await h.platform.ensureProject(ctx(), { ...project, cidr }), { state: 'done' });
     });
 
+    test('a customer taken whole (`provisionCustomer`, where the driver has it) is what the calls one by one make', async (t) => {
+      const provision = h.platform.provisionCustomer?.bind(h.platform);
+      if (!provision) return t.skip('this driver takes a customer one call at a time');
+      const org = newOrg();
+      const project = projectOf(org);
+      const spec = {
+        organization: { ...org, displayName: 'Whole & Co', planId: 'performance' },
+        quota: { planId: 'performance', quota: { vcpu: 8, memory_gib: 32, storage_gib: 200, gpus: {} }, projectCaps: {} },
+        owner: owner(org),
+        project,
+      };
+      // Asked until it is all there, as the engine's looks do; each answer is progress, never a failure.
+      let answer = await provision(ctx(), spec);
+      for (let i = 0; i < 100 && answer?.state === 'in_progress'; i++) {
+        await h.wait(answer.until);
+        answer = await provision(ctx(), spec);
+      }
+      assert.equal(answer?.state, 'done', JSON.stringify(answer));
+      const cidr = answer?.state === 'done' ? answer.cidr : '';
+      // The calls one by one find it all there: the organization, its owner, the project and its range.
+      assert.deepEqual(await h.platform.ensureOrganization(ctx(), spec.organization), { state: 'done' });
+      assert.deepEqual(await h.platform.applyQuota(ctx(), org, spec.quota), { state: 'done' });
+      assert.deepEqual(await h.platform.ensureUser(ctx(), spec.owner), { state: 'done' });
+      assert.deepEqual(await h.platform.reserveAddressRange(ctx(), project), { state: 'done', cidr });
+      assert.deepEqual(await h.platform.ensureProject(ctx(), { ...project, cidr }), { state: 'done' });
+      assert.equal((await h.platform.prepareConsoleLogin(ctx(), spec.owner)).state, 'ready');
+      assert.deepEqual(await provision(ctx(), spec), { state: 'done', cidr }, 'a repeat finds it whole, with the same range');
+
+      // Begun one call at a time (an organization only), finished whole: the same end.
+      const half = newOrg();
+      await settle((c) => h.platform.ensureOrganization(c, { ...half, displayName: null, planId: 'standard' }));
+      const rest = await settle(async (c) => {
+        const whole = await provision(c, {
+          ...spec,
+          organization: { ...half, displayName: null, planId: 'standard' },
+          owner: owner(half),
+          project: projectOf(half),
+        });
+        if (whole?.state === 'in_progress') return whole;
+        return whole ? { state: 'done' } : { state: 'failed', code: 'PROVISIONING_FAILED', message: 'not taken whole' };
+      });
+      assert.deepEqual(rest, { state: 'done' });
+      assert.deepEqual(await h.platform.ensureUser(ctx(), owner(half)), { state: 'done' });
+      const range = await h.platform.reserveAddressRange(ctx(), projectOf(half));
+      assert.equal(range.state, 'done');
+      assert.notEqual(range.state === 'done' ? range.cidr : cidr, cidr, 'each project its own range');
+    });
+
     test('address ranges: one per namespace, distinct, released by a project deletion, NO_ADDRESS_SPACE when none is left', async () => {
       const { org, project, cidr } = await readyOrganization();
       const seen = new Set([cidr]);

@@ -40,6 +40,19 @@ export interface Platform {
   /** Applies the customer's plan and quota as the platform expects (an organization's plan and the quota objects it derives). */
   applyQuota(ctx: PlatformContext, org: OrganizationRef, quota: QuotaSpec): Promise<Progress>;
 
+  /**
+   * Optional, for a driver that can take a new customer whole: its organization with its plan and
+   * quota, its owner and its first project with an address range, in one call (`customer.create`
+   * uses it when the driver has it; decision 260). It leaves what `ensureOrganization`, `applyQuota`,
+   * `ensureUser`, `reserveAddressRange` and `ensureProject` in that order would, and answers as they
+   * would together: `done` with the project's range once all are there, or `in_progress` until a
+   * time (with the range once the project has one). It answers undefined whenever it cannot take the
+   * customer whole now (a failure that may be injected, an object not as a new customer's would be, a
+   * range it has to look harder for); the engine then makes those calls one by one, and they pick up
+   * whatever it made. Idempotent, like every call.
+   */
+  provisionCustomer?(ctx: PlatformContext, customer: CustomerSpec): Promise<CustomerProgress | undefined>;
+
   /** The customer's live VMs and databases, and whether they run. Throws PlatformUnavailableError when it cannot tell now. */
   listWorkloads(ctx: PlatformContext, org: OrganizationRef): Promise<Workloads>;
   /** Stops them (suspension, teardown); answers what there is afterwards. */
@@ -130,6 +143,17 @@ export interface QuotaSpec {
   quota: { vcpu: number; memory_gib: number; storage_gib: number; gpus: Record<string, number> };
   projectCaps: Record<string, Partial<{ vcpu: number; memory_gib: number; storage_gib: number; gpus: Record<string, number> }>>;
 }
+
+/** A new customer as `provisionCustomer` takes it. */
+export interface CustomerSpec {
+  organization: OrganizationSpec;
+  quota: QuotaSpec;
+  owner: UserSpec;
+  project: ProjectRef;
+}
+
+/** What `provisionCustomer` reports: all there, or not yet (the project's range once it has one). */
+export type CustomerProgress = { state: 'done'; cidr: string } | { state: 'in_progress'; until: Date; cidr: string | null };
 
 export type Progress =
   | { state: 'done' }

@@ -10,7 +10,7 @@ export class PlatformCallInTransactionError extends Error {
   }
 }
 
-type Method = Exclude<keyof Platform, 'name'>;
+type Method = Exclude<keyof Platform, 'name' | 'provisionCustomer'>;
 const METHODS: Method[] = [
   'ensureOrganization',
   'deleteOrganization',
@@ -47,5 +47,11 @@ export function platformRouter(drivers: { live: Platform; test: Platform }): Pla
       },
     });
   }
+  // Optional: a driver without it answers "one call at a time" (undefined).
+  router.provisionCustomer = (ctx, customer) => {
+    if (inTransaction()) return Promise.reject(new PlatformCallInTransactionError('provisionCustomer'));
+    const driver = route(ctx);
+    return driver.provisionCustomer ? driver.provisionCustomer(ctx, customer) : Promise.resolve(undefined);
+  };
   return router;
 }

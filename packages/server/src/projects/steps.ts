@@ -25,6 +25,11 @@ export function projectRef(
   return { customerId: customer.id, organization: customer.organization, project: project.name, namespace: project.namespace };
 }
 
+/** Records the address range the platform gave a project, unless the project has it already. */
+export async function keepAddressRange(db: Db, project: ProjectForPlatform, cidr: string): Promise<void> {
+  if (project.cidr !== cidr) await recordAddressRange(db, project.uid, cidr);
+}
+
 /**
  * Moves a project on the platform one step: its address range (reserved once, recorded on the
  * project), then the project itself. No transaction is open: the platform may take its time.
@@ -42,7 +47,7 @@ export async function advanceProject(
     const range = await platform.reserveAddressRange(ctx, ref);
     if (range.state !== 'done') return range;
     cidr = range.cidr;
-    await recordAddressRange(db, project.uid, cidr);
+    await keepAddressRange(db, project, cidr);
   }
   return platform.ensureProject(ctx, { ...ref, cidr });
 }
@@ -52,8 +57,15 @@ export async function advanceProject(
  * the settling statement did not (the customer was no longer provisioning, or the project was not):
  * its view for the event, or null.
  */
-export async function settleFirstProject(trx: Db, customerUid: string, name: string, ok: boolean, now: Date): Promise<Project | null> {
-  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now).executeTakeFirst();
+export async function settleFirstProject(
+  trx: Db,
+  customerUid: string,
+  name: string,
+  ok: boolean,
+  now: Date,
+  cidr: string | null = null,
+): Promise<Project | null> {
+  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now, cidr).executeTakeFirst();
   if (settled) return toProject(settled);
   const project = await lockProject(trx, customerUid, name);
   return project ? toProject(project) : null;

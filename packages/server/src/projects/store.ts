@@ -72,14 +72,18 @@ export function settleProvisioningProject(
   name: string,
   to: 'ready' | 'failed',
   now: Date,
+  cidr: string | null = null,
 ) {
-  return qc
-    .updateTable('projects')
-    .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: now })
-    .where('customer_uid', '=', customerUid)
-    .where('name', '=', name)
-    .where('state', '=', 'provisioning')
-    .returning(PROJECT_VIEW_COLUMNS);
+  return (
+    qc
+      .updateTable('projects')
+      // The address range the look that finished learned, where the project has none yet (decision 260).
+      .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: now, cidr: sql<string | null>`coalesce(cidr, ${cidr}::text)` })
+      .where('customer_uid', '=', customerUid)
+      .where('name', '=', name)
+      .where('state', '=', 'provisioning')
+      .returning(PROJECT_VIEW_COLUMNS)
+  );
 }
 
 export async function lockProject(trx: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {

@@ -45,7 +45,8 @@ export function userRef(customer: Pick<CustomerRow, 'id' | 'organization'>, user
   return { customerId: customer.id, organization: customer.organization, username };
 }
 
-function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row: UserForPlatform): UserSpec {
+/** A user as the platform's identity provider takes it. */
+export function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row: UserForPlatform): UserSpec {
   return {
     ...userRef(customer, row.username),
     email: row.email,

@@ -1,10 +1,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { type Expression, type Kysely, type RawBuilder, type Selectable, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import { precompile } from '../../infra/db/precompiled.ts';
 import { failureMessage, isFailureCode } from '../failures.ts';
 import {
   type AddressRange,
   type ConsoleLoginGrant,
+  type CustomerProgress,
+  type CustomerSpec,
   NO_WORKLOADS,
   type OrganizationRef,
   type OrganizationSpec,
@@ -22,8 +24,10 @@ import {
   type VmCreation,
   type Workloads,
 } from '../platform.ts';
+import { rangeCidr } from './ranges.ts';
 import { createSandboxVm, heldBy } from './sandbox-vms.ts';
 import type { SandboxObjectKind, SandboxScope, SandboxTables, SandboxUsageTable, SandboxWorkloadsTable } from './tables.ts';
+import { provisionWhole, type WholeCustomerRow } from './whole-customer.ts';
 
 export interface SandboxOptions {
   /** The sandbox's own access to the database (its tables, its transactions: never a caller's). */
@@ -38,7 +42,6 @@ export interface SandboxOptions {
 
 /** Each partner's pool per mode: 10.0.0.0/14 cut into /24 ranges (1,024). */
 export const DEFAULT_ADDRESS_RANGES = 1024;
-const POOL_BASE = '10.0.0.0';
 /** A provisioning step that never finishes (an injected PROVISIONING_TIMEOUT): the engine times it out. */
 const NEVER = new Date('9999-12-31T00:00:00Z');
 
@@ -312,7 +315,7 @@ export class SandboxPlatform implements Platform {
     // A user lives in the organization's realm: none before the organization is ready. One statement
     // reads the organization and adds the user only if it is ready (a repeat finds the user there).
     const scope = scopeOf(ctx);
-    const attrs = JSON.stringify({ email: user.email, role: user.role, owner: user.isOwner, required_actions: [] });
+    const attrs = JSON.stringify(userAttrs(user));
     const { rows } = await sql<{ ready_at: Date; gone_at: Date | null }>`
       with org as (
         select ready_at, gone_at from sandbox_objects
@@ -351,6 +354,47 @@ export class SandboxPlatform implements Platform {
     if ((updated.numAffectedRows ?? 0n) === 0n)
       return { state: 'failed', code: 'UPSTREAM_NOT_FOUND', message: `Organization ${org.organization} does not exist.` };
     return { state: 'done' };
+  }
+
+  /**
+   * A new customer in one statement a look (`provisionWhole`, decision 260) where the calls one by one
+   * take five: not where a failure may be injected (test mode's `customer.create`), and not where the
+   * statement stops short of what the calls decide (an organization going or failed, a range the
+   * allocator has to look harder for, a project that failed): undefined, and the calls take over.
+   */
+  async provisionCustomer(ctx: PlatformContext, customer: CustomerSpec): Promise<CustomerProgress | undefined> {
+    if (this.#failureInjectable(ctx, 'customer.create')) return undefined;
+    await this.#latency(ctx);
+    const { organization: org, quota, owner, project } = customer;
+    const quotaAttrs = { plan_id: quota.planId, quota: quota.quota, project_caps: quota.projectCaps };
+    const look = () =>
+      provisionWhole(this.#db, {
+        scope: scopeOf(ctx),
+        now: ctx.now,
+        organization: org.organization,
+        organizationReadyAt: new Date(startOf(ctx) + this.#customerMs),
+        organizationAttrs: JSON.stringify({ display_name: org.displayName, ...quotaAttrs }),
+        quotaAttrs: JSON.stringify(quotaAttrs),
+        user: userName(owner),
+        userAttrs: JSON.stringify(userAttrs(owner)),
+        partnerId: ctx.partnerId,
+        mode: ctx.mode,
+        namespace: project.namespace,
+        ranges: this.#ranges,
+        projectReadyAt: new Date(startOf(ctx) + this.#projectMs),
+        project: project.project,
+      });
+    // A range another allocator took at the same moment: each clash is a range handed out, so asking
+    // again moves up (as `reserveAddressRange`'s lock-free path does).
+    const clashed = (row: WholeCustomerRow | undefined) =>
+      row?.organization_ready_at && row.organization_ready_at <= ctx.now && !row.cidr && Number(row.top) < this.#ranges;
+    let [row] = (await look()).rows;
+    for (let attempt = 1; attempt < FAST_ATTEMPTS && clashed(row); attempt++) [row] = (await look()).rows;
+    if (!row?.organization_ready_at) return undefined;
+    if (row.organization_ready_at > ctx.now) return { state: 'in_progress', until: row.organization_ready_at, cidr: null };
+    if (!row.cidr || !row.project_ready_at || row.project_failed) return undefined;
+    if (row.project_ready_at > ctx.now) return { state: 'in_progress', until: row.project_ready_at, cidr: row.cidr };
+    return { state: 'done', cidr: row.cidr };
   }
 
   /** Sandbox only (conformance and tests): the plan and quota last applied to an organization. */
@@ -685,6 +729,9 @@ async function accrue(db: Kysely<SandboxTables>, ctx: PlatformContext, organizat
 
 const userName = (user: UserRef) => `${user.organization}/${user.username}`;
 
+/** A new user's attributes in the sandbox's identity realm. */
+const userAttrs = (user: UserSpec) => ({ email: user.email, role: user.role, owner: user.isOwner, required_actions: [] as string[] });
+
 /** Simulated work starts when its operation was opened (or now, outside an operation). */
 function startOf(ctx: PlatformContext): number {
   return (ctx.operation?.createdAt ?? ctx.now).getTime();
@@ -697,11 +744,6 @@ function progressOf(row: ObjectRow, now: Date): Progress {
     return { state: 'failed', code, message: row.failure_message ?? failureMessage(code) };
   }
   return { state: 'done' };
-}
-
-/** The /24 at index `idx` of the pool (10.0.0.0/24, 10.0.1.0/24, …), computed by PostgreSQL's inet arithmetic. */
-function rangeCidr(idx: Expression<unknown>): RawBuilder<string> {
-  return sql<string>`host(${POOL_BASE}::inet + ${idx} * 256) || '/24'`;
 }
 
 /** The locked allocator lost a race with the one-statement path (it reads again). */
