@@ -93,8 +93,29 @@ export class PGlitePool {
 }
 
 const { serialize } = protocol;
+/** The messages every run of a prepared statement ends with, serialised once. */
+const EXECUTE = serialize.execute({});
+const SYNC = serialize.sync();
+
+/** Protocol messages as one buffer. */
+function concat(parts: Uint8Array[]): Uint8Array {
+  const joined = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    joined.set(part, offset);
+    offset += part.length;
+  }
+  return joined;
+}
 type BackendMessage = Awaited<ReturnType<PGlite['execProtocolStream']>>[number];
 type Results = ReturnType<typeof parse.parseResults>[number];
+
+/** A statement prepared on the session: its name, its parameters' types and its rows' description (none: it answers no rows). */
+interface Prepared {
+  name: string;
+  types: number[];
+  rows: BackendMessage | undefined;
+}
 
 /** How many statements stay prepared: more than the server's distinct hot statements, and a bounded cost in PostgreSQL's memory. */
 export const PREPARED_MAX = 128;
@@ -110,7 +131,7 @@ export const PREPARED_MAX = 128;
  */
 class PreparedStatements {
   readonly #db: PGlite;
-  readonly #prepared = new PreparedTexts<{ name: string; types: number[] }>(PREPARED_MAX);
+  readonly #prepared = new PreparedTexts<Prepared>(PREPARED_MAX);
   /** The session's transaction state after the last statement: I (none), T (in one), E (in a failed one). */
   #status = 'I';
 
@@ -134,35 +155,44 @@ class PreparedStatements {
   }
 
   async #run(sql: string, params: readonly unknown[]): Promise<Results> {
-    const messages: BackendMessage[] = [];
+    let statement: Prepared;
     try {
-      const statement = this.#prepared.use(sql) ?? (await this.#prepare(sql));
-      const values = params.map((value, i) => {
-        if (value === null || value === undefined) return null;
-        const serializer = this.#db.serializers[statement.types[i] ?? 0];
-        return serializer ? serializer(value) : String(value);
-      });
-      messages.push(
-        ...(await this.#exec(serialize.bind({ statement: statement.name, values }))),
-        ...(await this.#exec(serialize.describe({ type: 'P' }))),
-        ...(await this.#exec(serialize.execute({}))),
-      );
-    } finally {
-      const synced = await this.#exec(serialize.sync());
-      this.#status = (synced.find((m) => m.name === 'readyForQuery') as { status?: string } | undefined)?.status ?? this.#status;
-      messages.push(...synced);
+      statement = this.#prepared.use(sql) ?? (await this.#prepare(sql));
+    } catch (error) {
+      await this.#exec(serialize.sync());
+      throw error;
     }
+    const values = params.map((value, i) => {
+      if (value === null || value === undefined) return null;
+      const serializer = this.#db.serializers[statement.types[i] ?? 0];
+      return serializer ? serializer(value) : String(value);
+    });
+    // Bind, Execute and Sync in one exchange: PGlite runs every message of a buffer before it answers,
+    // where an exchange a message cost its protocol round each (decision 261). No Describe: the rows'
+    // description is the one the statement's own Describe answered when it was prepared. After an error
+    // PostgreSQL skips to the Sync, as it would over a socket; the error is among the answers.
+    const messages = await this.#db.execProtocolStream(concat([serialize.bind({ statement: statement.name, values }), EXECUTE, SYNC]), {
+      syncToFs: false,
+      throwOnError: false,
+    });
+    let failure: unknown;
+    for (const message of messages) {
+      if (message.name === 'readyForQuery') this.#status = (message as { status?: string }).status ?? this.#status;
+      else if (message.name === 'error' && failure === undefined) failure = message;
+    }
+    if (failure !== undefined) throw failure;
     await this.#db.syncToFs();
+    if (statement.rows) messages.unshift(statement.rows);
     return parse.parseResults(messages, this.#db.parsers)[0] as Results;
   }
 
   /** A named Parse of a text not prepared yet (one that does not parse is not kept). */
-  async #prepare(sql: string): Promise<{ name: string; types: number[] }> {
+  async #prepare(sql: string): Promise<Prepared> {
     const name = this.#prepared.newName();
     await this.#exec(serialize.parse({ name, text: sql }));
     const described = await this.#exec(serialize.describe({ type: 'S', name }));
     const types = (described.find((m) => m.name === 'parameterDescription') as { dataTypeIDs?: number[] } | undefined)?.dataTypeIDs ?? [];
-    const statement = { name, types };
+    const statement = { name, types, rows: described.find((m) => m.name === 'rowDescription') };
     const evicted = this.#prepared.add(sql, statement);
     if (evicted) await this.#close(evicted.name);
     return statement;
