@@ -88,6 +88,15 @@ for (const target of testDatabases()) {
       };
     };
 
+    /** Asserts that a run of the statement is refused and leaves `before`'s books as they were. */
+    const refusedAgainst = (before: Awaited<ReturnType<typeof books>>) => async (why: string, run: () => Promise<boolean>) => {
+      assert.equal(await run(), false, why);
+      assert.deepEqual(await books(), before, `${why}: nothing written`);
+    };
+
+    const limits = async (set: { max_customers?: number; max_open_operations?: number }) =>
+      db().updateTable('partners').set(set).where('id', '=', 'acme').execute();
+
     test('the common case creates the customer whole: its rows, its count and its quota out of the pool', async () => {
       await createCustomer(server, acme.live, 'first');
       const before = await books();
@@ -113,12 +122,7 @@ for (const target of testDatabases()) {
       await createCustomer(server, acme.live, 'pair-one');
       const t = await tenant();
       const before = await books();
-      const refused = async (why: string, run: () => Promise<boolean>) => {
-        assert.equal(await run(), false, why);
-        assert.deepEqual(await books(), before, `${why}: nothing written`);
-      };
-      const limits = async (set: { max_customers?: number; max_open_operations?: number }) =>
-        db().updateTable('partners').set(set).where('id', '=', 'acme').execute();
+      const refused = refusedAgainst(before);
 
       await limits({ max_customers: before.count });
       await refused('at the maximum of customers', () => attempt('over-limit'));
@@ -192,12 +196,7 @@ for (const target of testDatabases()) {
       await createCustomer(server, acme.live, 'group-one');
       const t = await tenant();
       const before = await books();
-      const refused = async (why: string, run: () => Promise<boolean>) => {
-        assert.equal(await run(), false, why);
-        assert.deepEqual(await books(), before, `${why}: nothing written`);
-      };
-      const limits = async (set: { max_customers?: number; max_open_operations?: number }) =>
-        db().updateTable('partners').set(set).where('id', '=', 'acme').execute();
+      const refused = refusedAgainst(before);
 
       await limits({ max_customers: before.count + 2 });
       await refused('room for two customers, a batch of three', () => together(['cap-a'], ['cap-b'], ['cap-c']));

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { createServerDatabase, dropServerDatabase, testDatabases } from '../../../test/harness.ts';
-import { migrate, openAppDatabase } from '../../app/database.ts';
+import { testDatabases } from '../../../test/harness.ts';
+import { migrate } from '../../app/database.ts';
 import type { CustomerSpec, PlatformContext } from '../platform.ts';
 import { SandboxPlatform } from './sandbox-platform.ts';
 
@@ -12,8 +12,8 @@ import { SandboxPlatform } from './sandbox-platform.ts';
  */
 for (const target of testDatabases()) {
   describe(`the sandbox takes a customer whole [${target.name}]`, () => {
-    let url: string | undefined;
-    let database: Awaited<ReturnType<typeof openAppDatabase>>;
+    let database: Awaited<ReturnType<(typeof target)['create']>>['handle'];
+    let drop: () => Promise<void>;
     let sandbox: SandboxPlatform;
     let n = 0;
     const ctx: PlatformContext = { partnerId: 'whole', mode: 'live', now: new Date(Date.UTC(2026, 10, 28)) };
@@ -33,15 +33,11 @@ for (const target of testDatabases()) {
     };
 
     before(async () => {
-      url = target.name === 'postgres' ? await createServerDatabase() : undefined;
-      database = await openAppDatabase(url ? { kind: 'postgres', url } : { kind: 'embedded', dataDir: undefined });
+      ({ handle: database, drop } = await target.create());
       await migrate(database.db);
       sandbox = new SandboxPlatform({ db: database.db, delayMs: 0, addressRanges: 16 });
     });
-    after(async () => {
-      await database.close();
-      if (url) await dropServerDatabase(url);
-    });
+    after(() => drop());
 
     test('with no delay, one call makes it all: the organization with its plan and quota, the owner, the project and its range', async () => {
       const spec = customer();
