@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { openAppDatabase as openDatabase } from '../src/app/database.ts';
@@ -7,6 +7,20 @@ import type { ServeProcess } from '../test/serve-process.ts';
 
 /** Shared by the bench scripts: the operator token the spawned servers run with, and API helpers. */
 export const OPERATOR_TOKEN = 'bench-operator-token-0123456789';
+
+const scratch: string[] = [];
+/**
+ * A new folder of the bench's own under the system's temporary folder (a server's data, an embedded
+ * database's copy), removed when the bench's process exits, whether the run finished or failed.
+ */
+export function scratchDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `tenantry-bench-${name}-`));
+  if (scratch.push(dir) === 1)
+    process.on('exit', () => {
+      for (const each of scratch) rmSync(each, { recursive: true, force: true });
+    });
+  return dir;
+}
 
 /**
  * The environment of a bench's `tenantry serve`: the bench's operator token, the sandbox with no delay,

@@ -34,8 +34,7 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { cpSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
@@ -54,6 +53,7 @@ import {
   type Result,
   ROUNDS,
   rssMb,
+  scratchDir,
 } from './common.ts';
 import { startLatencyProxy } from './latency-proxy.ts';
 import { benchNodeFlags } from './node-flags.ts';
@@ -86,7 +86,7 @@ interface Row {
 async function startFloors(env: Record<string, string>): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   let target = env.TENANTRY_DATABASE_URL;
   if (!target) {
-    target = mkdtempSync(join(tmpdir(), 'tenantry-bench-floor-'));
+    target = scratchDir('floor');
     cpSync(join(env.TENANTRY_DATA_DIR ?? '', 'db'), target, { recursive: true });
   }
   const child = spawn(process.execPath, [fileURLToPath(new URL('./reference-server.ts', import.meta.url)), target, 'bench'], {
@@ -314,7 +314,7 @@ const HOT_ONLY = only === 'hot';
 const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
 const rows: Row[] = [];
 const notes: Notes = { lines: [] };
-const embedded = () => ({ TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-bench-')) });
+const embedded = () => ({ TENANTRY_DATA_DIR: scratchDir('data') });
 /** Runs `part` on a fresh PostgreSQL database, if one is reachable. */
 async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>): Promise<T | undefined> {
   const postgres = await postgresDatabase();

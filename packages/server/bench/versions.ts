@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnServe } from '../test/serve-process.ts';
-import { benchServeEnv, headToHead, partnerToken } from './common.ts';
+import { benchServeEnv, headToHead, partnerToken, scratchDir } from './common.ts';
 import { benchPartner, burstCreates } from './operations.ts';
 
 const REVISIONS = (process.env.BENCH_VERSIONS ?? 'HEAD')
@@ -61,7 +61,7 @@ export async function benchVersions(label: string, makeDatabase: MakeDatabase): 
       const database = await makeDatabase();
       if (!database) return [`${label}: PostgreSQL is unreachable: the versions are not compared.`];
       databases.push(database);
-      const dataDir = mkdtempSync(join(tmpdir(), 'tenantry-bench-'));
+      const dataDir = scratchDir('data');
       servers.push(
         await spawnServe(benchServeEnv({ TENANTRY_DATA_DIR: dataDir, TENANTRY_DATABASE_URL: database.url }), {
           keepOutput: false,

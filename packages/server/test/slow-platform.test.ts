@@ -13,6 +13,7 @@ import { createCustomer, partnerWithModes } from './provisioning.ts';
  */
 const SLOW_MS = 2_000;
 const SAMPLE_MS = 5_000;
+const BUSY_CUSTOMERS = 32;
 
 function percentile(values: number[], p: number): number {
   const sorted = values.toSorted((a, b) => a - b);
@@ -24,11 +25,14 @@ for (const target of testDatabases()) {
     const measure = async (callMs: number) => {
       const server = await startTestServer(target, { env: { TENANTRY_SANDBOX_CALL_MS: String(callMs) } });
       try {
-        const busy = await partnerWithModes(server, 'busy');
+        const busy = await partnerWithModes(server, 'busy', {
+          limits: { rate_limit_per_minute: 100_000, rate_limit_burst: 10_000, max_open_operations: BUSY_CUSTOMERS },
+        });
         const bystander = await partnerWithModes(server, 'bystander');
         await createCustomer(server, bystander.live, 'reader');
         // The busy partner's provisioning keeps the engine on the slow platform for the whole sample.
-        for (let i = 0; i < 6; i++) await createCustomer(server, busy.live, `slow-${i}`);
+        // More than the engine's eight workers take in the sample's time, at one 2 s call a look.
+        for (let i = 0; i < BUSY_CUSTOMERS; i++) await createCustomer(server, busy.live, `slow-${i}`);
         const reads: number[] = [];
         const writes: number[] = [];
         const until = Date.now() + SAMPLE_MS;
@@ -48,7 +52,9 @@ for (const target of testDatabases()) {
             assert.ok(write.status === 200 || write.status === 409, write.text);
           }
         }
-        const ops = await partnerApi<{ data: { status: string }[] }>(server, 'GET', '/customers/slow-5/operations', { token: busy.live });
+        const ops = await partnerApi<{ data: { status: string }[] }>(server, 'GET', `/customers/slow-${BUSY_CUSTOMERS - 1}/operations`, {
+          token: busy.live,
+        });
         return { reads, writes, stillProvisioning: ops.body.data[0]?.status !== 'succeeded' };
       } finally {
         await server.stop();

@@ -48,7 +48,7 @@ export interface ServiceOptions {
   clock: Clock;
   logger: Logger;
   partnerCacheMs: number;
-  /** Operations this process works on at once (TENANTRY_ENGINE_CONCURRENCY); unset: 4, or 1 on the embedded database. */
+  /** Operations this process works on at once (TENANTRY_ENGINE_CONCURRENCY); unset: 8, or 1 on the embedded database. */
   engineConcurrency?: number | undefined;
   /** Webhook deliveries in flight to one receiver across every process (TENANTRY_WEBHOOK_CONCURRENCY). */
   webhookConcurrency: number;
@@ -139,7 +139,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     db,
     clock,
     logger,
-    concurrency: options.engineConcurrency ?? (embedded ? 1 : 4),
+    concurrency: options.engineConcurrency ?? (embedded ? 1 : 8),
     exclusive: embedded,
   });
   const onOperationOpened = () => engine.kick();

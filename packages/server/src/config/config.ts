@@ -45,7 +45,7 @@ export interface Config {
   /** How long a partner record is cached by the authenticated path; bounds how late a suspension is seen. */
   partnerCacheMs: number;
   /** Webhook deliveries in flight to one receiver across every process. */
-  /** Operations this process works on at once; undefined: 4 on a PostgreSQL server, 1 embedded. */
+  /** Operations this process works on at once; undefined: 8 on a PostgreSQL server, 1 embedded. */
   engineConcurrency: number | undefined;
   webhookConcurrency: number;
   /** The keys that seal secrets at rest (active first), when given in the environment. */

@@ -168,7 +168,7 @@ export const SETTINGS = [
   },
   {
     variable: 'TENANTRY_ENGINE_CONCURRENCY',
-    defaultText: '4 with a PostgreSQL server, 1 embedded',
+    defaultText: '8 with a PostgreSQL server, 1 embedded',
     description:
       'operations this process works on at once (0-8); more helps when the database is far away; 0 (PostgreSQL only): none, an API-only process; another one sharing the database runs them',
   },

@@ -17,6 +17,7 @@ import {
   type OutcomeValues,
   outcomeValues,
   releaseAllLeases,
+  releaseLeases,
   renewLeases,
   scheduleNextLook,
 } from './store.ts';
@@ -104,7 +105,7 @@ export interface OperationEngineDeps {
   clock: Clock;
   logger: Logger;
   /**
-   * Operations looked at at once per pass (TENANTRY_ENGINE_CONCURRENCY: 4 on a PostgreSQL server, 1
+   * Operations looked at at once per pass (TENANTRY_ENGINE_CONCURRENCY: 8 on a PostgreSQL server, 1
    * on the embedded database's one connection). 0: this process runs no background pass (an
    * API-only process; another sharing the database runs the operations); a pass asked for
    * explicitly (the test clock's) still looks at one at a time.
@@ -120,13 +121,15 @@ export interface OperationEngineDeps {
 }
 
 /**
- * Runs operations to their end: a generic runner of the steps modules register. A pass claims due
- * operations with a lease (one statement; processes sharing a database never work on one operation
- * at once), looks at each with no transaction open, and commits each outcome in one short
- * transaction guarded by the lease (or, for a handler with `finishAlone`, in one guarded statement in
- * the common case). A look repeated after a crash or a lost lease is harmless:
- * every platform call is idempotent, and an outcome commits only under its lease. A partner's read
- * never does this work; it only wakes the engine.
+ * Runs operations to their end: a generic runner of the steps modules register. The background loop
+ * claims due operations with a lease (one statement for up to a batch; processes sharing a database
+ * never work on one operation at once) into a queue its workers take from: each worker looks at one
+ * operation with no transaction open, commits its outcome in one short transaction guarded by the
+ * lease (or, for a handler with `finishAlone`, in one guarded statement in the common case), and takes
+ * the next. The loop claims again whenever a worker is free, so a slow look holds one worker, never
+ * the others (decision 262). A look repeated after a crash or a lost lease is
+ * harmless: every platform call is idempotent, and an outcome commits only under its lease. A
+ * partner's read never does this work; it only wakes the engine.
  */
 export class OperationEngine {
   readonly #deps: OperationEngineDeps;
@@ -136,18 +139,22 @@ export class OperationEngine {
   readonly #poller: Poller;
   /** When the background loop last swept (monotonic, not the injectable clock: this paces CPU, not rules). */
   #sweptAt = Number.NEGATIVE_INFINITY;
+  /** Operations the background loop claimed that no worker has taken yet, oldest due first. */
+  readonly #queue: DueOperation[] = [];
+  /** The looks the background loop's workers are running. */
+  readonly #looks = new Set<Promise<void>>();
+  /** Every operation the background loop holds (queued or being looked at): their leases are renewed. */
+  readonly #held = new Set<string>();
+  #renewal: NodeJS.Timeout | undefined;
+  /**
+   * A pass was asked for while no worker was free (a kick, a wake, a full claim): the next worker to
+   * come free asks for one. Otherwise a finished look asks for none, and an idle engine runs no claim.
+   */
+  #missed = false;
 
   constructor(deps: OperationEngineDeps) {
     this.#deps = deps;
-    this.#poller = new Poller(
-      'operation engine',
-      async () => {
-        const sweep = performance.now() - this.#sweptAt >= SWEEP_EVERY_MS;
-        if (sweep) this.#sweptAt = performance.now();
-        return (await this.runDue(undefined, { sweep })) >= BATCH;
-      },
-      deps.logger,
-    );
+    this.#poller = new Poller('operation engine', () => this.#claimPass(), deps.logger);
   }
 
   register<Locked>(type: OperationType, handler: OperationHandler<Locked>): void {
@@ -167,19 +174,96 @@ export class OperationEngine {
       const released = await releaseAllLeases(this.#deps.db);
       if (released > 0) this.#deps.logger.info({ released }, 'gave back operation leases a previous process left');
     }
+    // The leases of what the background loop holds are renewed while it works (a slow platform call
+    // must not let another process take the operation over).
+    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
+    this.#renewal = setInterval(() => {
+      if (this.#held.size === 0) return;
+      renewLeases(db, [...this.#held], this.#owner, new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
+        this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
+      );
+    }, leaseMs / 4);
     this.#poller.start(pollMs);
   }
 
-  /** Asks for a pass as soon as possible (an operation was opened, or a partner is waiting on one). */
+  /**
+   * Asks for a pass as soon as possible (an operation was opened, or a partner is waiting on one).
+   * While every worker is busy there is nothing to ask: the next look to end asks.
+   */
   kick(): void {
-    this.#poller.kick();
+    if (this.#queue.length + this.#looks.size < Math.max(this.#deps.concurrency, 1)) this.#poller.kick();
+    else this.#missed = true;
   }
 
-  stop(): Promise<void> {
-    return this.#poller.stop();
+  /**
+   * Stops claiming, lets the looks in progress finish and gives back the leases of the operations
+   * claimed but not yet looked at (another process, or this one's next start, takes them up).
+   */
+  async stop(): Promise<void> {
+    await this.#poller.stop();
+    const queued = this.#queue.splice(0);
+    for (const op of queued) this.#held.delete(op.id);
+    while (this.#looks.size > 0) await Promise.all(this.#looks);
+    clearInterval(this.#renewal);
+    if (queued.length > 0)
+      await releaseLeases(
+        this.#deps.db,
+        queued.map((op) => op.id),
+        this.#owner,
+      ).catch((err: unknown) => this.#deps.logger.warn({ err }, 'giving back operation leases failed; they run out instead'));
   }
 
-  /** One pass: the sweeps (unless told not to), then the due operations. Returns how many operations it looked at. */
+  /** The background loop's pass: the sweeps (at most every second), then a claim if a worker is free. */
+  async #claimPass(): Promise<boolean> {
+    if (performance.now() - this.#sweptAt >= SWEEP_EVERY_MS) {
+      this.#sweptAt = performance.now();
+      for (const sweep of this.#sweeps) await sweep({});
+    }
+    const workers = Math.max(this.#deps.concurrency, 1);
+    const limit = BATCH - this.#held.size;
+    // Only for a free worker: claims made while every worker is busy would each take a few
+    // operations (a burst's creates arrive one by one), where waiting takes them in one statement.
+    if (this.#queue.length + this.#looks.size >= workers || limit <= 0) {
+      this.#missed = true;
+      return false;
+    }
+    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
+    const now = clock.now();
+    const claimed = await claimDueOperations(db, { owner: this.#owner, now, leaseUntil: new Date(now.getTime() + leaseMs), limit });
+    for (const op of claimed) {
+      this.#held.add(op.id);
+      this.#queue.push(op);
+    }
+    this.#startLooks();
+    if (claimed.length === limit) this.#missed = true;
+    return false;
+  }
+
+  /** Gives each free worker the next queued operation; a worker that finishes takes another, or asks for the pass it missed. */
+  #startLooks(): void {
+    const workers = Math.max(this.#deps.concurrency, 1);
+    while (this.#looks.size < workers) {
+      const op = this.#queue.shift();
+      if (op === undefined) return;
+      const look: Promise<void> = this.#look(op)
+        .catch((err: unknown) => this.#deps.logger.error({ err, operation_id: op.id }, 'looking at an operation failed'))
+        .finally(() => {
+          this.#looks.delete(look);
+          this.#held.delete(op.id);
+          this.#startLooks();
+          if (this.#missed && this.#queue.length + this.#looks.size < workers) {
+            this.#missed = false;
+            this.#poller.kick();
+          }
+        });
+      this.#looks.add(look);
+    }
+  }
+
+  /**
+   * One pass asked for explicitly (the test clock's catch-up, tests): the sweeps (unless told not to),
+   * then the due operations, each looked at before it answers. Returns how many operations it looked at.
+   */
   async runDue(partner?: { id: string; mode: KeyMode }, options: { sweep?: boolean } = {}): Promise<number> {
     const { db, clock, concurrency, leaseMs = LEASE_MS } = this.#deps;
     if (options.sweep !== false) for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
@@ -199,8 +283,6 @@ export class OperationEngine {
         held.delete(op.id);
       }
     };
-    // The leases of what this pass still holds are renewed while it works (a slow platform call
-    // must not let another process take the operation over).
     const renewal = setInterval(() => {
       if (held.size === 0) return;
       const until = new Date(clock.nowMs() + leaseMs);

@@ -236,6 +236,16 @@ export async function renewLeases(db: Db, ids: string[], owner: string, until: D
   await db.updateTable('operations').set({ lease_until: until }).where('id', 'in', ids).where('lease_owner', '=', owner).execute();
 }
 
+/** Gives back this process's leases on operations it claimed and will not look at (it is stopping). */
+export async function releaseLeases(db: Db, ids: string[], owner: string): Promise<void> {
+  await db
+    .updateTable('operations')
+    .set({ lease_owner: null, lease_until: null })
+    .where('id', 'in', ids)
+    .where('lease_owner', '=', owner)
+    .execute();
+}
+
 /**
  * Gives back every lease (a process that alone opens the database starts: whoever held them is gone).
  * Answers how many there were.
