@@ -105,10 +105,10 @@ export interface OperationEngineDeps {
   clock: Clock;
   logger: Logger;
   /**
-   * Operations looked at at once per pass (TENANTRY_ENGINE_CONCURRENCY: 8 on a PostgreSQL server, 1
-   * on the embedded database's one connection). 0: this process runs no background pass (an
-   * API-only process; another sharing the database runs the operations); a pass asked for
-   * explicitly (the test clock's) still looks at one at a time.
+   * The background loop's workers, the operations it looks at at once (TENANTRY_ENGINE_CONCURRENCY:
+   * 8 on a PostgreSQL server, 1 on the embedded database's one connection). 0: this process runs no
+   * background loop (an API-only process; another sharing the database runs the operations); a pass
+   * asked for explicitly (the test clock's) still looks at one at a time.
    */
   concurrency: number;
   /**
