@@ -5,7 +5,7 @@ import { createCustomer, partnerWithModes, waitForOperation } from '../../test/p
 import type { CustomerSpec, Platform, PlatformContext } from '../platform/platform.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 
-/** The sandbox, but a new customer's call waits until `hold` lets it go (`hold` answers how: at once, or later). */
+/** The sandbox, but a new customer's call first awaits `hold(spec)`: the test decides when each goes on. */
 function gated(hold: (spec: CustomerSpec) => Promise<void>) {
   return (sandbox: SandboxPlatform) =>
     new Proxy(sandbox, {
@@ -73,9 +73,11 @@ for (const target of testDatabases()) {
   });
 }
 
-for (const target of testDatabases().filter((each) => each.name !== 'pglite')) {
+for (const target of testDatabases()) {
+  // The embedded database's engine has one worker: a look that waits holds it, by design.
+  const skip = target.name === 'pglite' ? 'one worker on the embedded database' : false;
   describe(`a slow look holds one worker, not the others [${target.name}]`, () => {
-    test('customers created while one look waits on the platform are provisioned meanwhile', async () => {
+    test('customers created while one look waits on the platform are provisioned meanwhile', { skip }, async () => {
       let letGo = () => {};
       const stuck = new Promise<void>((resolve) => {
         letGo = resolve;
