@@ -151,9 +151,12 @@ export class OperationEngine {
    * come free asks for one. Otherwise a finished look asks for none, and an idle engine runs no claim.
    */
   #missed = false;
+  /** The background loop's workers (an explicit pass with none configured still looks at one at a time). */
+  readonly #workers: number;
 
   constructor(deps: OperationEngineDeps) {
     this.#deps = deps;
+    this.#workers = Math.max(deps.concurrency, 1);
     this.#poller = new Poller('operation engine', () => this.#claimPass(), deps.logger);
   }
 
@@ -174,15 +177,7 @@ export class OperationEngine {
       const released = await releaseAllLeases(this.#deps.db);
       if (released > 0) this.#deps.logger.info({ released }, 'gave back operation leases a previous process left');
     }
-    // The leases of what the background loop holds are renewed while it works (a slow platform call
-    // must not let another process take the operation over).
-    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
-    this.#renewal = setInterval(() => {
-      if (this.#held.size === 0) return;
-      renewLeases(db, [...this.#held], this.#owner, new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
-        this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
-      );
-    }, leaseMs / 4);
+    this.#renewal = this.#renewing(this.#held);
     this.#poller.start(pollMs);
   }
 
@@ -191,8 +186,13 @@ export class OperationEngine {
    * While every worker is busy there is nothing to ask: the next look to end asks.
    */
   kick(): void {
-    if (this.#queue.length + this.#looks.size < Math.max(this.#deps.concurrency, 1)) this.#poller.kick();
+    if (this.#workerFree()) this.#poller.kick();
     else this.#missed = true;
+  }
+
+  /** Whether a worker would find nothing to take: none queued for it, and fewer looks than workers. */
+  #workerFree(): boolean {
+    return this.#queue.length + this.#looks.size < this.#workers;
   }
 
   /**
@@ -219,11 +219,10 @@ export class OperationEngine {
       this.#sweptAt = performance.now();
       for (const sweep of this.#sweeps) await sweep({});
     }
-    const workers = Math.max(this.#deps.concurrency, 1);
     const limit = BATCH - this.#held.size;
     // Only for a free worker: claims made while every worker is busy would each take a few
     // operations (a burst's creates arrive one by one), where waiting takes them in one statement.
-    if (this.#queue.length + this.#looks.size >= workers || limit <= 0) {
+    if (!this.#workerFree() || limit <= 0) {
       this.#missed = true;
       return false;
     }
@@ -241,8 +240,7 @@ export class OperationEngine {
 
   /** Gives each free worker the next queued operation; a worker that finishes takes another, or asks for the pass it missed. */
   #startLooks(): void {
-    const workers = Math.max(this.#deps.concurrency, 1);
-    while (this.#looks.size < workers) {
+    while (this.#looks.size < this.#workers) {
       const op = this.#queue.shift();
       if (op === undefined) return;
       const look: Promise<void> = this.#look(op)
@@ -251,7 +249,7 @@ export class OperationEngine {
           this.#looks.delete(look);
           this.#held.delete(op.id);
           this.#startLooks();
-          if (this.#missed && this.#queue.length + this.#looks.size < workers) {
+          if (this.#missed && this.#workerFree()) {
             this.#missed = false;
             this.#poller.kick();
           }
@@ -265,7 +263,7 @@ export class OperationEngine {
    * then the due operations, each looked at before it answers. Returns how many operations it looked at.
    */
   async runDue(partner?: { id: string; mode: KeyMode }, options: { sweep?: boolean } = {}): Promise<number> {
-    const { db, clock, concurrency, leaseMs = LEASE_MS } = this.#deps;
+    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
     if (options.sweep !== false) for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
     const now = clock.now();
     const claimed = await claimDueOperations(db, {
@@ -283,19 +281,27 @@ export class OperationEngine {
         held.delete(op.id);
       }
     };
-    const renewal = setInterval(() => {
-      if (held.size === 0) return;
-      const until = new Date(clock.nowMs() + leaseMs);
-      renewLeases(db, [...held], this.#owner, until).catch((err: unknown) =>
-        this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
-      );
-    }, leaseMs / 4);
+    const renewal = this.#renewing(held);
     try {
-      await Promise.all(Array.from({ length: Math.min(Math.max(concurrency, 1), queue.length) }, worker));
+      await Promise.all(Array.from({ length: Math.min(this.#workers, queue.length) }, worker));
     } finally {
       clearInterval(renewal);
     }
     return claimed.length;
+  }
+
+  /**
+   * Renews the leases of `held` (the operations claimed and not yet finished) every quarter of a lease
+   * while they are held: a slow platform call must not let another process take an operation over.
+   */
+  #renewing(held: Set<string>): NodeJS.Timeout {
+    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
+    return setInterval(() => {
+      if (held.size === 0) return;
+      renewLeases(db, [...held], this.#owner, new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
+        this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
+      );
+    }, leaseMs / 4);
   }
 
   /**

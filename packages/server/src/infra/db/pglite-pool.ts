@@ -97,16 +97,6 @@ const { serialize } = protocol;
 const EXECUTE = serialize.execute({});
 const SYNC = serialize.sync();
 
-/** Protocol messages as one buffer. */
-function concat(parts: Uint8Array[]): Uint8Array {
-  const joined = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    joined.set(part, offset);
-    offset += part.length;
-  }
-  return joined;
-}
 type BackendMessage = Awaited<ReturnType<PGlite['execProtocolStream']>>[number];
 type Results = ReturnType<typeof parse.parseResults>[number];
 
@@ -159,7 +149,7 @@ class PreparedStatements {
     try {
       statement = this.#prepared.use(sql) ?? (await this.#prepare(sql));
     } catch (error) {
-      await this.#exec(serialize.sync());
+      this.#settle(await this.#exec(serialize.sync()));
       throw error;
     }
     const values = params.map((value, i) => {
@@ -171,19 +161,28 @@ class PreparedStatements {
     // where an exchange a message cost its protocol round each (decision 261). No Describe: the rows'
     // description is the one the statement's own Describe answered when it was prepared. After an error
     // PostgreSQL skips to the Sync, as it would over a socket; the error is among the answers.
-    const messages = await this.#db.execProtocolStream(concat([serialize.bind({ statement: statement.name, values }), EXECUTE, SYNC]), {
-      syncToFs: false,
-      throwOnError: false,
-    });
+    const messages = await this.#db.execProtocolStream(
+      Buffer.concat([serialize.bind({ statement: statement.name, values }), EXECUTE, SYNC]),
+      {
+        syncToFs: false,
+        throwOnError: false,
+      },
+    );
+    const failure = this.#settle(messages);
+    if (failure !== undefined) throw failure;
+    await this.#db.syncToFs();
+    if (statement.rows) messages.unshift(statement.rows);
+    return parse.parseResults(messages, this.#db.parsers)[0] as Results;
+  }
+
+  /** Keeps the session's transaction state an exchange ended with (its ReadyForQuery); answers its first error, if any. */
+  #settle(messages: BackendMessage[]): unknown {
     let failure: unknown;
     for (const message of messages) {
       if (message.name === 'readyForQuery') this.#status = (message as { status?: string }).status ?? this.#status;
       else if (message.name === 'error' && failure === undefined) failure = message;
     }
-    if (failure !== undefined) throw failure;
-    await this.#db.syncToFs();
-    if (statement.rows) messages.unshift(statement.rows);
-    return parse.parseResults(messages, this.#db.parsers)[0] as Results;
+    return failure;
   }
 
   /** A named Parse of a text not prepared yet (one that does not parse is not kept). */
