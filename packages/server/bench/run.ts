@@ -314,7 +314,8 @@ const HOT_ONLY = only === 'hot';
 const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
 const rows: Row[] = [];
 const notes: Notes = { lines: [] };
-const embedded = () => ({ TENANTRY_DATA_DIR: scratchDir('data') });
+// A data directory that does not exist yet, as on a new clone's first `npm start` (decision 263).
+const embedded = () => ({ TENANTRY_DATA_DIR: join(scratchDir('data'), 'tenantry') });
 /** Runs `part` on a fresh PostgreSQL database, if one is reachable. */
 async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>): Promise<T | undefined> {
   const postgres = await postgresDatabase();

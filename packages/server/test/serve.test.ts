@@ -68,8 +68,10 @@ describe('tenantry serve', () => {
   });
 
   test('on the embedded defaults: generates the operator token (0600) into the data directory, serves, and stops cleanly on SIGTERM', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'tenantry-serve-'));
-    const builtinsFile = join(dataDir, 'loaded-builtins.txt');
+    // A data directory that does not exist yet, as on a new clone's first `npm start`.
+    const scratch = mkdtempSync(join(tmpdir(), 'tenantry-serve-'));
+    const dataDir = join(scratch, 'data');
+    const builtinsFile = join(scratch, 'loaded-builtins.txt');
     const server = await spawnServe({
       TENANTRY_DATA_DIR: dataDir,
       TENANTRY_SANDBOX_DELAY_MS: '0',

@@ -1,3 +1,4 @@
+import { dirname } from 'node:path';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import { parseIntoClientConfig } from 'pg-connection-string';
@@ -49,7 +50,10 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
     const { PGlitePool } = await import('./pglite-pool.ts');
     const { dataDir } = target;
     if (dataDir === undefined) return embedded<DB>(await PGlitePool.open(undefined), undefined, () => {});
-    // Before anything touches the files: one process per embedded database.
+    // Before anything touches the files: one process per embedded database. The lock file sits beside
+    // the database's directory, so a data directory not made yet is made first (owner-only): a new
+    // server's child (decision 242) gets here before the server has made it.
+    ensurePrivateDir(dirname(dataDir));
     const lock = await acquireEmbeddedLock(dataDir);
     // Files PostgreSQL creates while running (new relations, WAL segments, caches) follow the
     // umask: owner-only in any process that opens an embedded database, not only `tenantry serve`.
