@@ -41,11 +41,15 @@ describe('a burst of creates written together', { skip: SERVER_DATABASE_URL ? fa
         partnerApi<{ error?: { code: string } }>(server, 'POST', '/customers', { token, body: customerBody(id) });
       const running = first.map(send);
       await eventually(
-        () =>
-          locker.query<{ waiting: number }>(
+        async () => {
+          // Inside a transaction PostgreSQL answers pg_stat_activity from a snapshot taken at its first
+          // read: a connection the server opens after it (its pool grows) would never be counted.
+          await locker.query('select pg_stat_clear_snapshot()');
+          return locker.query<{ waiting: number }>(
             // The second waits behind the first in the row's queue: any backend waiting for a lock counts.
             'select count(*)::int as waiting from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0',
-          ),
+          );
+        },
         (result) => (result.rows[0]?.waiting ?? 0) >= first.length,
       );
       const waiting = rest.map(send);
