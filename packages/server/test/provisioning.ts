@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type pg from 'pg';
 import { assertError, createPartner, exchange, issueKey, partnerApi } from './client.ts';
 import type { TestServer } from './harness.ts';
 
@@ -85,6 +86,21 @@ export async function eventually<T>(read: () => Promise<T>, check: (value: T) =>
     assert.ok(Date.now() < deadline, `condition not reached: ${JSON.stringify(value)}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/**
+ * How many backends of this database wait for a lock: held by `client`'s own session (`'client'`), or by
+ * anyone (`'anyone'`: a backend queued behind another waiter counts too). Read afresh each time: inside a
+ * transaction PostgreSQL answers pg_stat_activity from a snapshot taken at its first read, so a
+ * connection a server's pool opened after it would never be counted.
+ */
+export async function lockWaiters(client: Pick<pg.Client, 'query'>, heldBy: 'client' | 'anyone'): Promise<number> {
+  await client.query('select pg_stat_clear_snapshot()');
+  const blocked = heldBy === 'client' ? 'pg_blocking_pids(pid) @> array[pg_backend_pid()]' : 'cardinality(pg_blocking_pids(pid)) > 0';
+  const { rows } = await client.query<{ waiting: number }>(
+    `select count(*)::int as waiting from pg_stat_activity where datname = current_database() and ${blocked}`,
+  );
+  return rows[0]?.waiting ?? 0;
 }
 
 export async function waitGone(server: TestServer, token: string, path: string): Promise<void> {

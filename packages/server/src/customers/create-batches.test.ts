@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { assertError, partnerApi } from '../../test/client.ts';
 import { SERVER_DATABASE_URL, startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
-import { createCustomer, customerBody, eventually, partnerWithModes } from '../../test/provisioning.ts';
+import { createCustomer, customerBody, eventually, lockWaiters, partnerWithModes } from '../../test/provisioning.ts';
 
 /**
  * A partner's creates that arrive while its two create statements run go together in the next one
@@ -40,17 +40,10 @@ describe('a burst of creates written together', { skip: SERVER_DATABASE_URL ? fa
       const send = (id: string) =>
         partnerApi<{ error?: { code: string } }>(server, 'POST', '/customers', { token, body: customerBody(id) });
       const running = first.map(send);
+      // The second waits behind the first in the row's queue: any backend waiting for a lock counts.
       await eventually(
-        async () => {
-          // Inside a transaction PostgreSQL answers pg_stat_activity from a snapshot taken at its first
-          // read: a connection the server opens after it (its pool grows) would never be counted.
-          await locker.query('select pg_stat_clear_snapshot()');
-          return locker.query<{ waiting: number }>(
-            // The second waits behind the first in the row's queue: any backend waiting for a lock counts.
-            'select count(*)::int as waiting from pg_stat_activity where datname = current_database() and cardinality(pg_blocking_pids(pid)) > 0',
-          );
-        },
-        (result) => (result.rows[0]?.waiting ?? 0) >= first.length,
+        () => lockWaiters(locker, 'anyone'),
+        (waiting) => waiting >= first.length,
       );
       const waiting = rest.map(send);
       await eventually(

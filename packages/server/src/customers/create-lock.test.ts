@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { partnerApi } from '../../test/client.ts';
 import { SERVER_DATABASE_URL, startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
-import { customerBody, eventually, partnerWithModes } from '../../test/provisioning.ts';
+import { customerBody, eventually, lockWaiters, partnerWithModes } from '../../test/provisioning.ts';
 
 /**
  * A create writes its rows before it waits for its partner's row, in the statement that then takes
@@ -50,11 +50,8 @@ describe('a create and its partner’s lock', { skip: SERVER_DATABASE_URL ? fals
       // prepared statement's text, so any backend waiting for this lock counts).
       const waiting = partnerApi(server, 'POST', '/customers', { token, body: customerBody('second') });
       await eventually(
-        () =>
-          locker.query<{ waiting: number }>(
-            'select count(*)::int as waiting from pg_stat_activity where pg_blocking_pids(pid) @> array[pg_backend_pid()]',
-          ),
-        (result) => (result.rows[0]?.waiting ?? 0) >= 1,
+        () => lockWaiters(locker, 'client'),
+        (waiting) => waiting >= 1,
       );
       await locker.query('commit');
       const second = await waiting;
