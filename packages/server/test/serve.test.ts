@@ -80,6 +80,8 @@ describe('tenantry serve', () => {
     });
     const tokenFile = join(dataDir, 'operator-token');
     assert.equal(statSync(tokenFile).mode & 0o777, 0o600);
+    // The data directory, made on this first start (by the child, for the database's lock), is owner-only.
+    assert.equal(statSync(dataDir).mode & 0o777, 0o700);
     const operatorToken = readFileSync(tokenFile, 'utf8').trim();
     // The CLI finds the server and its token from the data directory alone.
     const operatorListen = new URL(server.operatorUrl).host;
