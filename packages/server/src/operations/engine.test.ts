@@ -5,7 +5,7 @@ import { startTestServer, type TestServer, testDatabases } from '../../test/harn
 import { createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
 import { newEvent } from '../events/store.ts';
 import { systemClock } from '../infra/clock.ts';
-import { type FinalOutcome, OperationEngine, type OperationHandler } from './engine.ts';
+import { type FinalOutcome, OperationEngine, type OperationHandler, type StepOutcome } from './engine.ts';
 import { expediteCustomerOperations } from './store.ts';
 
 /**
@@ -217,6 +217,58 @@ for (const target of testDatabases()) {
         .where('uid', '=', customer.uid)
         .executeTakeFirstOrThrow();
       assert.equal(row.display_name, null, 'nor what its finish wrote');
+    });
+
+    test('when the same process claims an operation again while a stale look of it runs, only the new look records (decision 264)', async () => {
+      // A deletion takes the lease back mid-look and the same process (another of its workers, or a
+      // pass the test clock asks for) claims the operation at once. The stale look answers first, "not
+      // before an hour from now"; the new one then fails the creation. The stale answer is not
+      // recorded, and the failure is: each claim is its own lease, not the process's.
+      const { operation } = await createCustomer(server, acme.live, 'reclaimed');
+      const id = String(operation.id);
+      const gates: { entered: () => void; open: (outcome: StepOutcome) => void; outcome: Promise<StepOutcome> }[] = [];
+      const entered: Promise<void>[] = [];
+      for (let i = 0; i < 2; i++) {
+        let enter!: () => void;
+        let open!: (outcome: StepOutcome) => void;
+        entered.push(new Promise<void>((resolve) => (enter = resolve)));
+        const outcome = new Promise<StepOutcome>((resolve) => (open = resolve));
+        gates.push({ entered: enter, open, outcome });
+      }
+      let looks = 0;
+      const process = engine({ concurrency: 2 });
+      process.register('customer.create', {
+        advance: async (op) => {
+          if (op.id !== id) return { state: 'done' }; // an earlier test's operation
+          const gate = gates[looks++];
+          assert.ok(gate, 'looked at more than twice');
+          gate.entered();
+          return gate.outcome;
+        },
+        lock: async () => undefined,
+        finish: async (_trx, _op, outcome) => ({ outcome }),
+      });
+      const stale = process.runDue();
+      await entered[0];
+      const customer = await server.database.db
+        .selectFrom('customers')
+        .select('uid')
+        .where('id', '=', 'reclaimed')
+        .executeTakeFirstOrThrow();
+      await expediteCustomerOperations(server.database.db, customer.uid, server.clock.now());
+      const fresh = process.runDue();
+      await entered[1];
+      gates[0]?.open({ state: 'in_progress', until: new Date(server.clock.nowMs() + 3_600_000) });
+      await stale;
+      gates[1]?.open({ state: 'failed', code: 'CUSTOMER_DELETING', message: 'the customer is being deleted' });
+      await fresh;
+
+      const row = await server.database.db
+        .selectFrom('operations')
+        .select(['status', 'error_code', 'lease_owner'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(row, { status: 'failed', error_code: 'CUSTOMER_DELETING', lease_owner: null });
     });
   });
 }

@@ -82,7 +82,7 @@ export interface OperationHandler<Locked = unknown> {
    * one round trip instead of four; decision 240), for the common case only. Answers true when it
    * recorded the outcome as given; false when the case is not the common one and it wrote nothing (the
    * engine then runs `lock` and `finish` in a transaction, which decide). The statement writes the
-   * outcome with `outcomeUpdate(recording)` (only under this process's lease) and guards the whole with
+   * outcome with `outcomeUpdate(recording)` (only while the look's claim holds the lease) and guards the whole with
    * `outcomeWhole`, so that a lost lease, or a row no longer as expected, writes nothing either.
    */
   finishAlone?(db: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, recording: OutcomeValues): Promise<boolean>;
@@ -128,14 +128,17 @@ export interface OperationEngineDeps {
  * lease (or, for a handler with `finishAlone`, in one guarded statement in the common case), and takes
  * the next. The loop claims again whenever a worker is free, so a slow look holds one worker, never
  * the others (decision 262). A look repeated after a crash or a lost lease is
- * harmless: every platform call is idempotent, and an outcome commits only under its lease. A
+ * harmless: every platform call is idempotent, and an outcome commits only under its lease, which
+ * is its claim's own (decision 264). A
  * partner's read never does this work; it only wakes the engine.
  */
 export class OperationEngine {
   readonly #deps: OperationEngineDeps;
   readonly #handlers = new Map<OperationType, OperationHandler>();
   readonly #sweeps: Sweep[] = [];
+  /** This process's name in the leases it takes: each claim's lease is this name and the claim's number (decision 264). */
   readonly #owner = `engine-${randomBytes(6).toString('hex')}`;
+  #claims = 0;
   readonly #poller: Poller;
   /** When the background loop last swept (monotonic, not the injectable clock: this paces CPU, not rules). */
   #sweptAt = Number.NEGATIVE_INFINITY;
@@ -143,8 +146,8 @@ export class OperationEngine {
   readonly #queue: DueOperation[] = [];
   /** The looks the background loop's workers are running. */
   readonly #looks = new Set<Promise<void>>();
-  /** Every operation the background loop holds (queued or being looked at): their leases are renewed. */
-  readonly #held = new Set<string>();
+  /** Every claim the background loop holds (queued or being looked at): their leases are renewed. */
+  readonly #held = new Set<DueOperation>();
   #renewal: NodeJS.Timeout | undefined;
   /**
    * A pass was asked for while no worker was free (a kick, a wake, a full claim): the next worker to
@@ -202,15 +205,13 @@ export class OperationEngine {
   async stop(): Promise<void> {
     await this.#poller.stop();
     const queued = this.#queue.splice(0);
-    for (const op of queued) this.#held.delete(op.id);
+    for (const op of queued) this.#held.delete(op);
     while (this.#looks.size > 0) await Promise.all(this.#looks);
     clearInterval(this.#renewal);
     if (queued.length > 0)
-      await releaseLeases(
-        this.#deps.db,
-        queued.map((op) => op.id),
-        this.#owner,
-      ).catch((err: unknown) => this.#deps.logger.warn({ err }, 'giving back operation leases failed; they run out instead'));
+      await releaseLeases(this.#deps.db, queued).catch((err: unknown) =>
+        this.#deps.logger.warn({ err }, 'giving back operation leases failed; they run out instead'),
+      );
   }
 
   /** The background loop's pass: the sweeps (at most every second), then a claim if a worker is free. */
@@ -228,9 +229,9 @@ export class OperationEngine {
     }
     const { db, clock, leaseMs = LEASE_MS } = this.#deps;
     const now = clock.now();
-    const claimed = await claimDueOperations(db, { owner: this.#owner, now, leaseUntil: new Date(now.getTime() + leaseMs), limit });
+    const claimed = await claimDueOperations(db, { lease: this.#lease(), now, leaseUntil: new Date(now.getTime() + leaseMs), limit });
     for (const op of claimed) {
-      this.#held.add(op.id);
+      this.#held.add(op);
       this.#queue.push(op);
     }
     this.#startLooks();
@@ -247,7 +248,7 @@ export class OperationEngine {
         .catch((err: unknown) => this.#deps.logger.error({ err, operation_id: op.id }, 'looking at an operation failed'))
         .finally(() => {
           this.#looks.delete(look);
-          this.#held.delete(op.id);
+          this.#held.delete(op);
           this.#startLooks();
           if (this.#missed && this.#workerFree()) {
             this.#missed = false;
@@ -267,18 +268,18 @@ export class OperationEngine {
     if (options.sweep !== false) for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
     const now = clock.now();
     const claimed = await claimDueOperations(db, {
-      owner: this.#owner,
+      lease: this.#lease(),
       now,
       leaseUntil: new Date(now.getTime() + leaseMs),
       limit: BATCH,
       ...(partner ? { partner } : {}),
     });
     const queue = [...claimed];
-    const held = new Set(claimed.map((op) => op.id));
+    const held = new Set(claimed);
     const worker = async () => {
       for (let op = queue.shift(); op !== undefined; op = queue.shift()) {
         await this.#look(op);
-        held.delete(op.id);
+        held.delete(op);
       }
     };
     const renewal = this.#renewing(held);
@@ -290,15 +291,20 @@ export class OperationEngine {
     return claimed.length;
   }
 
+  /** A new claim's lease: unique to it, so that only the latest claim of an operation can record its outcome. */
+  #lease(): string {
+    return `${this.#owner}.${++this.#claims}`;
+  }
+
   /**
    * Renews the leases of `held` (the operations claimed and not yet finished) every quarter of a lease
    * while they are held: a slow platform call must not let another process take an operation over.
    */
-  #renewing(held: Set<string>): NodeJS.Timeout {
+  #renewing(held: Set<DueOperation>): NodeJS.Timeout {
     const { db, clock, leaseMs = LEASE_MS } = this.#deps;
     return setInterval(() => {
       if (held.size === 0) return;
-      renewLeases(db, [...held], this.#owner, new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
+      renewLeases(db, [...held], new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
         this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
       );
     }, leaseMs / 4);
@@ -352,7 +358,7 @@ export class OperationEngine {
     try {
       if (outcome.state === 'in_progress') {
         const until = deadline && outcome.until > deadline ? deadline : outcome.until;
-        await scheduleNextLook(this.#deps.db, op, this.#owner, { dueAt: until, now });
+        await scheduleNextLook(this.#deps.db, op, { dueAt: until, now });
         this.#poller.wakeIn(until.getTime() - now.getTime());
       } else if (outcome.state === 'unavailable') {
         if (isFirstOrMilestone(op))
@@ -363,7 +369,7 @@ export class OperationEngine {
         const backoff = outcome.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** Math.min(op.failed_looks, 20));
         const backoffUntil = new Date(now.getTime() + backoff);
         const dueAt = deadline && backoffUntil > deadline ? deadline : backoffUntil;
-        await scheduleNextLook(this.#deps.db, op, this.#owner, { dueAt, now, problem: outcome.reason });
+        await scheduleNextLook(this.#deps.db, op, { dueAt, now, problem: outcome.reason });
         this.#poller.wakeIn(dueAt.getTime() - now.getTime());
       } else {
         await this.#finish(op, handler as OperationHandler, outcome, ctx);
@@ -373,7 +379,7 @@ export class OperationEngine {
       // next look comes soon; if even that fails, the lease runs out and another process looks.
       logger.warn({ err, operation_id: op.id }, 'recording an operation outcome failed; it will be looked at again');
       const retry = new Date(now.getTime() + BACKOFF_BASE_MS);
-      await scheduleNextLook(this.#deps.db, op, this.#owner, {
+      await scheduleNextLook(this.#deps.db, op, {
         dueAt: retry,
         now,
         problem: `recording failed: ${(err as Error).message}`,
@@ -402,7 +408,7 @@ export class OperationEngine {
   /** The handler's one statement, if it has one and the case is its common one: the outcome it recorded, or undefined. */
   async #finishAlone(op: DueOperation, handler: OperationHandler, outcome: FinalOutcome, ctx: PlatformContext) {
     if (!handler.finishAlone) return undefined;
-    const recording = outcomeValues(op, this.#owner, outcome, ctx.now);
+    const recording = outcomeValues(op, outcome, ctx.now);
     const recorded = await handler.finishAlone(this.#deps.db, op, outcome, ctx, recording).catch((error: unknown) => {
       // Its guard refused a partial outcome (the lease lost, a row changed since the look): nothing was
       // written, and the transaction below finds out which.
@@ -419,10 +425,11 @@ export class OperationEngine {
       .execute(async (trx) => {
         const locked = await handler.lock(trx, op);
         const { outcome: final, event } = await handler.finish(trx, op, outcome, ctx, locked);
-        // Written only while this process still holds the lease (decision 223): if another process took
-        // the operation over (ours ran out) or a deletion took the lease back, that look decides, and
-        // everything this transaction wrote goes back with the error.
-        if (!(await finishOperation(trx, op, this.#owner, final, ctx.now, event))) throw new LeaseLost();
+        // Written only while this look's claim still holds the lease (decisions 223, 264): if another
+        // claim took the operation over (ours ran out, or a deletion took the lease back and a process,
+        // this one or another, claimed it again), that look decides, and everything this transaction
+        // wrote goes back with the error.
+        if (!(await finishOperation(trx, op, final, ctx.now, event))) throw new LeaseLost();
         return final;
       })
       .catch((error: unknown) => {
@@ -432,7 +439,7 @@ export class OperationEngine {
   }
 }
 
-/** The operation's lease was no longer this process's when its outcome was to be written. */
+/** The operation's lease was no longer this look's claim's when its outcome was to be written. */
 class LeaseLost extends Error {}
 
 const isFirstOrMilestone = (op: { failed_looks: number }) => LOG_AT.has(op.failed_looks + 1) || (op.failed_looks + 1) % 500 === 0;

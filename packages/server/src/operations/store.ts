@@ -186,19 +186,25 @@ export async function expediteCustomerOperations(trx: Db, customerUid: string, n
     .execute();
 }
 
-/** An open operation with what the engine needs to look at it: its partner's test clock offset (read-only). */
-export type DueOperation = OperationRow & { test_clock_offset_ms: number };
+/**
+ * An open operation claimed to be looked at, with what the engine needs: its partner's test clock
+ * offset (read-only), and the lease of the claim (`lease_owner`), which every write of the look's
+ * outcome must still find.
+ */
+export type DueOperation = OperationRow & { test_clock_offset_ms: number; lease_owner: string };
 
 /**
  * Claims up to `limit` operations that are due on their mode's clock and leased by nobody (or by a
- * process whose lease ran out): one statement, no transaction. `partner` restricts the claim to one
- * partner and mode (the test clock's catch-up).
+ * process whose lease ran out): one statement, no transaction. `lease` names this claim, never an
+ * earlier one (decision 264): a look in flight whose lease a deletion took back finds, when it comes
+ * to record, the lease of whichever claim came after it, even one made by its own process. `partner`
+ * restricts the claim to one partner and mode (the test clock's catch-up).
  */
 export async function claimDueOperations(
   db: Db,
-  claim: { owner: string; now: Date; leaseUntil: Date; limit: number; partner?: { id: string; mode: KeyMode } },
+  claim: { lease: string; now: Date; leaseUntil: Date; limit: number; partner?: { id: string; mode: KeyMode } },
 ): Promise<DueOperation[]> {
-  const { owner, now, leaseUntil, limit, partner } = claim;
+  const { lease, now, leaseUntil, limit, partner } = claim;
   const result = await sql<DueOperation>`
     with due as (
       select o.id from operations o join partners p on p.id = o.partner_id
@@ -209,7 +215,7 @@ export async function claimDueOperations(
       order by o.due_at
       limit ${limit}
       for update of o skip locked)
-    update operations o set lease_owner = ${owner}, lease_until = ${leaseUntil}
+    update operations o set lease_owner = ${lease}, lease_until = ${leaseUntil}
     from due, partners p
     where o.id = due.id and p.id = o.partner_id
     returning o.*, p.test_clock_offset_ms::bigint as test_clock_offset_ms`.execute(db);
@@ -231,18 +237,34 @@ export async function hasLeasedDueOperations(db: Db, partner: { id: string; mode
   return row !== undefined;
 }
 
-/** Extends this process's leases on operations it is still looking at. */
-export async function renewLeases(db: Db, ids: string[], owner: string, until: Date): Promise<void> {
-  await db.updateTable('operations').set({ lease_until: until }).where('id', 'in', ids).where('lease_owner', '=', owner).execute();
+/** A claimed operation and the lease its claim holds. */
+type Claimed = Pick<DueOperation, 'id' | 'lease_owner'>;
+
+/** Extends the leases of claims still being looked at (an operation whose lease a later claim holds is that claim's to renew). */
+export async function renewLeases(db: Db, claimed: Claimed[], until: Date): Promise<void> {
+  await db
+    .updateTable('operations')
+    .set({ lease_until: until })
+    .where(
+      'id',
+      'in',
+      claimed.map((op) => op.id),
+    )
+    .where('lease_owner', 'in', [...new Set(claimed.map((op) => op.lease_owner))])
+    .execute();
 }
 
-/** Gives back this process's leases on operations it claimed and will not look at (it is stopping). */
-export async function releaseLeases(db: Db, ids: string[], owner: string): Promise<void> {
+/** Gives back the leases of claims that will not be looked at (the process is stopping). */
+export async function releaseLeases(db: Db, claimed: Claimed[]): Promise<void> {
   await db
     .updateTable('operations')
     .set({ lease_owner: null, lease_until: null })
-    .where('id', 'in', ids)
-    .where('lease_owner', '=', owner)
+    .where(
+      'id',
+      'in',
+      claimed.map((op) => op.id),
+    )
+    .where('lease_owner', 'in', [...new Set(claimed.map((op) => op.lease_owner))])
     .execute();
 }
 
@@ -260,13 +282,8 @@ export async function releaseAllLeases(db: Db): Promise<number> {
   return Number(result.numUpdatedRows);
 }
 
-/** An unfinished look: the next one is due at `dueAt`; the lease is given back. False when the lease was lost. */
-export async function scheduleNextLook(
-  db: Db,
-  op: OperationRow,
-  owner: string,
-  next: { dueAt: Date; now: Date; problem?: string },
-): Promise<boolean> {
+/** An unfinished look: the next one is due at `dueAt`; the lease is given back. False when the claim's lease was lost. */
+export async function scheduleNextLook(db: Db, op: DueOperation, next: { dueAt: Date; now: Date; problem?: string }): Promise<boolean> {
   const status = op.status === 'pending' ? OPERATION_STATUS.move('pending', 'running') : op.status;
   const result = await db
     .updateTable('operations')
@@ -280,7 +297,7 @@ export async function scheduleNextLook(
       last_problem: next.problem ?? null,
     }))
     .where('id', '=', op.id)
-    .where('lease_owner', '=', owner)
+    .where('lease_owner', '=', op.lease_owner)
     .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
@@ -288,7 +305,8 @@ export async function scheduleNextLook(
 /** What an operation's outcome writes, as bound values. */
 export interface OutcomeValues {
   id: string;
-  owner: string;
+  /** The lease of the claim whose look found the outcome. */
+  lease: string;
   status: OperationRow['status'];
   now: Date;
   errorCode: FailureCode | null;
@@ -306,12 +324,12 @@ const outcomeSet = (a: OutcomeValues) => ({
   last_problem: null,
 });
 
-/** The values `outcome` writes on `op`, while `owner` holds its lease. */
-export function outcomeValues(op: OperationRow, owner: string, outcome: FinalOutcomeValue, now: Date): OutcomeValues {
+/** The values `outcome` writes on `op`, while its claim still holds the lease. */
+export function outcomeValues(op: DueOperation, outcome: FinalOutcomeValue, now: Date): OutcomeValues {
   const failed = outcome.state === 'failed' ? outcome : undefined;
   return {
     id: op.id,
-    owner,
+    lease: op.lease_owner,
     status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
     now,
     errorCode: failed?.code ?? null,
@@ -322,12 +340,12 @@ export function outcomeValues(op: OperationRow, owner: string, outcome: FinalOut
 type FinalOutcomeValue = { state: 'done' } | { state: 'failed'; code: FailureCode; message: string };
 
 /**
- * The update that records an operation's outcome and gives its lease back, only while `a.owner` holds
- * the lease: a builder, for `finishOperation` and for a handler whose outcome is recorded in one
+ * The update that records an operation's outcome and gives its lease back, only while `a.lease` is
+ * still the operation's: a builder, for `finishOperation` and for a handler whose outcome is recorded in one
  * statement with the changes it makes (`OperationHandler.finishAlone`, decision 240).
  */
 export function outcomeUpdate(qc: QueryCreator<Database>, a: OutcomeValues) {
-  return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.owner);
+  return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease);
 }
 
 /** Every operation ends through one of these two statements (or a handler's own, built on `outcomeUpdate`): compiled once (decision 233). */
@@ -338,7 +356,7 @@ const recordOutcomeWithEvent = precompile((db: Db, a: OutcomeValues & EventValue
     .updateTable('operations')
     .set(outcomeSet(a))
     .where('id', '=', a.id)
-    .where('lease_owner', '=', a.owner)
+    .where('lease_owner', '=', a.lease)
     .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
 );
 
@@ -363,19 +381,18 @@ export function isOutcomeNotWhole(error: unknown): boolean {
 
 /**
  * Records an operation's outcome (its lease given back), and the event announcing it when there is
- * one, in one statement of the finishing transaction (decision 223), only while `owner` holds the
- * operation's lease. Answers whether it did (if not, the caller rolls its transaction back: the event
- * was written by the same statement).
+ * one, in one statement of the finishing transaction (decision 223), only while the claim that looked
+ * still holds the operation's lease. Answers whether it did (if not, the caller rolls its transaction
+ * back: the event was written by the same statement).
  */
 export async function finishOperation(
   trx: Db,
-  op: OperationRow,
-  owner: string,
+  op: DueOperation,
   outcome: FinalOutcomeValue,
   now: Date,
   event?: NewEvent,
 ): Promise<boolean> {
-  const values = outcomeValues(op, owner, outcome, now);
+  const values = outcomeValues(op, outcome, now);
   if (!event) return ((await recordOutcome(trx, values)).numAffectedRows ?? 0n) > 0n;
   const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
   if (!finished) return false;

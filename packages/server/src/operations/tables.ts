@@ -21,7 +21,10 @@ export interface OperationsTable {
   error_message: string | null;
   /** When the engine should look at it next (the partner's mode clock). */
   due_at: Date;
-  /** The process working on it until `lease_until` (server clock); a killed process's lease runs out. */
+  /**
+   * The claim working on it until `lease_until` (server clock): the process's engine name and the
+   * claim's number (decision 264); a killed process's lease runs out.
+   */
   lease_owner: string | null;
   lease_until: Date | null;
   /** Looks in a row that the platform could not answer (or that failed unexpectedly); 0 after a look that moved. */
