@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { CONSOLE_COOKIE } from '../console/service.ts';
 import type { ConsoleSessionCache } from '../console/session-cache.ts';
+import { atEndOfTurn } from '../infra/end-of-turn.ts';
 import { newId } from '../infra/ids.ts';
 import type { OsImageCatalogue } from './catalogue.ts';
 
@@ -62,19 +63,7 @@ export function osImagesFastPath(deps: {
       const session = access.peek(sessionId);
       if (!session?.projects.some((project) => project.namespace === match[1])) return false;
       const id = newId('request');
-      const body = images.json();
-      // A flat list: node:http writes it as it is, with no object to walk.
-      response.writeHead(200, [
-        'x-request-id',
-        id,
-        'content-type',
-        'application/json; charset=utf-8',
-        'cache-control',
-        'private, no-store',
-        'content-length',
-        String(body.length),
-      ]);
-      response.end(body);
+      atEndOfTurn(write, { response, id, body: images.json() });
       answered++;
       if (logger.isLevelEnabled('debug')) {
         logger.debug({ api, request_id: id, method: 'GET', route: ROUTE, status: 200, from_memory: true }, 'request');
@@ -86,6 +75,22 @@ export function osImagesFastPath(deps: {
       summarise();
     },
   };
+}
+
+/** Writes one answer, with the other responses of this turn of the event loop (decision 249, as whoami's). */
+function write(answer: { response: ServerResponse; id: string; body: Buffer }): void {
+  // A flat list: node:http writes it as it is, with no object to walk.
+  answer.response.writeHead(200, [
+    'x-request-id',
+    answer.id,
+    'content-type',
+    'application/json; charset=utf-8',
+    'cache-control',
+    'private, no-store',
+    'content-length',
+    String(answer.body.length),
+  ]);
+  answer.response.end(answer.body);
 }
 
 /**
