@@ -82,8 +82,9 @@ export interface OperationHandler<Locked = unknown> {
    * one round trip instead of four; decision 240), for the common case only. Answers true when it
    * recorded the outcome as given; false when the case is not the common one and it wrote nothing (the
    * engine then runs `lock` and `finish` in a transaction, which decide). The statement writes the
-   * outcome with `outcomeUpdate(recording)` (only while the look's claim holds the lease) and guards the whole with
-   * `outcomeWhole`, so that a lost lease, or a row no longer as expected, writes nothing either.
+   * outcome with `outcomeUpdate(recording)` (only while the look's claim holds the lease) and guards
+   * the whole with `outcomeWhole`, so that a lost lease, or a row no longer as expected, writes nothing
+   * either.
    */
   finishAlone?(db: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, recording: OutcomeValues): Promise<boolean>;
 }
@@ -127,10 +128,9 @@ export interface OperationEngineDeps {
  * operation with no transaction open, commits its outcome in one short transaction guarded by the
  * lease (or, for a handler with `finishAlone`, in one guarded statement in the common case), and takes
  * the next. The loop claims again whenever a worker is free, so a slow look holds one worker, never
- * the others (decision 262). A look repeated after a crash or a lost lease is
- * harmless: every platform call is idempotent, and an outcome commits only under its lease, which
- * is its claim's own (decision 264). A
- * partner's read never does this work; it only wakes the engine.
+ * the others (decision 262). A look repeated after a crash or a lost lease is harmless: every
+ * platform call is idempotent, and an outcome commits only under its lease, which is its claim's own
+ * (decision 264). A partner's read never does this work; it only wakes the engine.
  */
 export class OperationEngine {
   readonly #deps: OperationEngineDeps;

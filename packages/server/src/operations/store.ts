@@ -239,18 +239,19 @@ export async function hasLeasedDueOperations(db: Db, partner: { id: string; mode
 
 /** A claimed operation and the lease its claim holds. */
 type Claimed = Pick<DueOperation, 'id' | 'lease_owner'>;
+const claimIds = (claimed: Claimed[]) => claimed.map((op) => op.id);
+const claimLeases = (claimed: Claimed[]) => [...new Set(claimed.map((op) => op.lease_owner))];
 
-/** Extends the leases of claims still being looked at (an operation whose lease a later claim holds is that claim's to renew). */
+/**
+ * Extends the leases of claims still held, matched by operation and lease: an operation a later claim
+ * took over is renewed only when that claim is among them.
+ */
 export async function renewLeases(db: Db, claimed: Claimed[], until: Date): Promise<void> {
   await db
     .updateTable('operations')
     .set({ lease_until: until })
-    .where(
-      'id',
-      'in',
-      claimed.map((op) => op.id),
-    )
-    .where('lease_owner', 'in', [...new Set(claimed.map((op) => op.lease_owner))])
+    .where('id', 'in', claimIds(claimed))
+    .where('lease_owner', 'in', claimLeases(claimed))
     .execute();
 }
 
@@ -259,12 +260,8 @@ export async function releaseLeases(db: Db, claimed: Claimed[]): Promise<void> {
   await db
     .updateTable('operations')
     .set({ lease_owner: null, lease_until: null })
-    .where(
-      'id',
-      'in',
-      claimed.map((op) => op.id),
-    )
-    .where('lease_owner', 'in', [...new Set(claimed.map((op) => op.lease_owner))])
+    .where('id', 'in', claimIds(claimed))
+    .where('lease_owner', 'in', claimLeases(claimed))
     .execute();
 }
 
