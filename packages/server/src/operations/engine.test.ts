@@ -5,7 +5,7 @@ import { startTestServer, type TestServer, testDatabases } from '../../test/harn
 import { createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
 import { newEvent } from '../events/store.ts';
 import { systemClock } from '../infra/clock.ts';
-import { type FinalOutcome, OperationEngine, type OperationHandler, type StepOutcome } from './engine.ts';
+import { OperationEngine, type OperationHandler, type StepOutcome } from './engine.ts';
 import { expediteCustomerOperations } from './store.ts';
 
 /**
@@ -13,8 +13,30 @@ import { expediteCustomerOperations } from './store.ts';
  * (one that hangs in a platform call, one killed mid-look, the one started after it).
  */
 interface Gate {
+  /** Settles when a look has reached the gate. */
   entered: Promise<void>;
-  open(outcome: FinalOutcome): void;
+  /** Lets the look go on with what it found. */
+  open(outcome: StepOutcome): void;
+}
+
+/** A gate for one look: the look calls `pass`, which answers once the test opens the gate. */
+function newGate(): Gate & { pass(): Promise<StepOutcome> } {
+  let enter!: () => void;
+  let open!: (outcome: StepOutcome) => void;
+  const entered = new Promise<void>((resolve) => {
+    enter = resolve;
+  });
+  const outcome = new Promise<StepOutcome>((resolve) => {
+    open = resolve;
+  });
+  return {
+    entered,
+    open,
+    pass: () => {
+      enter();
+      return outcome;
+    },
+  };
 }
 
 /** A `customer.create` handler whose look waits until the test opens the gate (and whose finish is `finish`). */
@@ -24,25 +46,17 @@ function gatedHandler(finish: OperationHandler['finish'] = async (_trx, _op, out
   looks: () => number;
 } {
   let looks = 0;
-  let entered!: () => void;
-  let open!: (outcome: FinalOutcome) => void;
-  const enteredP = new Promise<void>((resolve) => {
-    entered = resolve;
-  });
-  const outcomeP = new Promise<FinalOutcome>((resolve) => {
-    open = resolve;
-  });
+  const gate = newGate();
   return {
     handler: {
       advance: async () => {
         looks++;
-        entered();
-        return outcomeP;
+        return gate.pass();
       },
       lock: async () => undefined,
       finish,
     },
-    gate: { entered: enteredP, open },
+    gate,
     looks: () => looks,
   };
 }
@@ -78,6 +92,8 @@ for (const target of testDatabases()) {
         .select(['status', 'lease_owner', 'lease_until'])
         .where('id', '=', id)
         .executeTakeFirstOrThrow();
+    const customerUid = async (id: string) =>
+      (await server.database.db.selectFrom('customers').select('uid').where('id', '=', id).executeTakeFirstOrThrow()).uid;
 
     test('a look that takes longer than the lease keeps its operation: the lease is renewed while it runs', async () => {
       const { operation } = await createCustomer(server, acme.live, 'slowpoke');
@@ -194,12 +210,8 @@ for (const target of testDatabases()) {
       const pass = late.runDue();
       await gate.entered;
       // A deletion takes the lease back while the look runs (its operations are looked at again at once).
-      const customer = await server.database.db
-        .selectFrom('customers')
-        .select('uid')
-        .where('id', '=', 'latecomer')
-        .executeTakeFirstOrThrow();
-      await expediteCustomerOperations(server.database.db, customer.uid, server.clock.now());
+      const uid = await customerUid('latecomer');
+      await expediteCustomerOperations(server.database.db, uid, server.clock.now());
       gate.open({ state: 'failed', code: 'PROVISIONING_FAILED', message: 'late' });
       assert.equal(await pass, 1);
 
@@ -211,11 +223,7 @@ for (const target of testDatabases()) {
         .where(sql<boolean>`data->>'operation_id' = ${id}`)
         .execute();
       assert.deepEqual(events, [], 'nor its event');
-      const row = await server.database.db
-        .selectFrom('customers')
-        .select('display_name')
-        .where('uid', '=', customer.uid)
-        .executeTakeFirstOrThrow();
+      const row = await server.database.db.selectFrom('customers').select('display_name').where('uid', '=', uid).executeTakeFirstOrThrow();
       assert.equal(row.display_name, null, 'nor what its finish wrote');
     });
 
@@ -226,41 +234,27 @@ for (const target of testDatabases()) {
       // recorded, and the failure is: each claim is its own lease, not the process's.
       const { operation } = await createCustomer(server, acme.live, 'reclaimed');
       const id = String(operation.id);
-      const gates: { entered: () => void; open: (outcome: StepOutcome) => void; outcome: Promise<StepOutcome> }[] = [];
-      const entered: Promise<void>[] = [];
-      for (let i = 0; i < 2; i++) {
-        let enter!: () => void;
-        let open!: (outcome: StepOutcome) => void;
-        entered.push(new Promise<void>((resolve) => (enter = resolve)));
-        const outcome = new Promise<StepOutcome>((resolve) => (open = resolve));
-        gates.push({ entered: enter, open, outcome });
-      }
-      let looks = 0;
+      const [staleGate, freshGate] = [newGate(), newGate()];
+      const queue = [staleGate, freshGate];
       const process = engine({ concurrency: 2 });
       process.register('customer.create', {
         advance: async (op) => {
           if (op.id !== id) return { state: 'done' }; // an earlier test's operation
-          const gate = gates[looks++];
+          const gate = queue.shift();
           assert.ok(gate, 'looked at more than twice');
-          gate.entered();
-          return gate.outcome;
+          return gate.pass();
         },
         lock: async () => undefined,
         finish: async (_trx, _op, outcome) => ({ outcome }),
       });
       const stale = process.runDue();
-      await entered[0];
-      const customer = await server.database.db
-        .selectFrom('customers')
-        .select('uid')
-        .where('id', '=', 'reclaimed')
-        .executeTakeFirstOrThrow();
-      await expediteCustomerOperations(server.database.db, customer.uid, server.clock.now());
+      await staleGate.entered;
+      await expediteCustomerOperations(server.database.db, await customerUid('reclaimed'), server.clock.now());
       const fresh = process.runDue();
-      await entered[1];
-      gates[0]?.open({ state: 'in_progress', until: new Date(server.clock.nowMs() + 3_600_000) });
+      await freshGate.entered;
+      staleGate.open({ state: 'in_progress', until: new Date(server.clock.nowMs() + 3_600_000) });
       await stale;
-      gates[1]?.open({ state: 'failed', code: 'CUSTOMER_DELETING', message: 'the customer is being deleted' });
+      freshGate.open({ state: 'failed', code: 'CUSTOMER_DELETING', message: 'the customer is being deleted' });
       await fresh;
 
       const row = await server.database.db
