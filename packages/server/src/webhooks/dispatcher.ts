@@ -12,7 +12,7 @@ import type { WebhookSecrets } from './secrets.ts';
 import type { AttemptResult, WebhookSender } from './sender.ts';
 import { deliveryHeaders } from './service.ts';
 import { signDelivery } from './signature.ts';
-import { appendAttempts, type DeliveryTarget, findDeliveryTargets, type NewAttempt, targetKey } from './store.ts';
+import { appendAttempts, type DeliveryTarget, type NewAttempt, targetKey } from './store.ts';
 
 /** partner-api.md, Receiver response and retry rules: 5 attempts, retried after 1, 2, 8 and 60 seconds. */
 export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
@@ -54,6 +54,8 @@ interface ClaimedRow {
   delivery_attempts: number;
   signed_at: string | number | null;
   signature: string | null;
+  /** The delivery's receiver as the claim found it; null when its partner has none (its deliveries are skipped). */
+  target: DeliveryTarget | null;
 }
 
 interface Outcome {
@@ -133,15 +135,11 @@ export class WebhookDispatcher {
     const claimed = await claim(db, now, new Date(now.getTime() + LEASE_MS), free, this.#perReceiver);
     if (claimed.length === 0) return 0;
 
-    const targets = await findDeliveryTargets(
-      db,
-      claimed.map((row) => row.partner_id),
-    );
     const unwanted: string[] = [];
     const signatures: { id: string; signedAt: number; signature: string }[] = [];
     const sends: { row: ClaimedRow; target: DeliveryTarget; body: string }[] = [];
     for (const row of claimed) {
-      const target = targets.get(targetKey(row.partner_id, row.mode));
+      const target = row.target;
       if (!target?.enabled || !filterMatches(target.events, row.type)) {
         unwanted.push(row.id);
         continue;
@@ -266,17 +264,26 @@ export class WebhookDispatcher {
   }
 }
 
+/** A claimed delivery as the claim's statement returns it: the receiver's columns beside the event's. */
+type ClaimRow = Omit<ClaimedRow, 'target'> & {
+  target_url: string | null;
+  target_events: string[] | null;
+  target_enabled: boolean | null;
+  target_secret: string | null;
+  target_allow_private: boolean | null;
+};
+
 /**
- * Claims due deliveries: at most `free` in all, and per receiver (partner and mode) no more than
- * `perReceiver` in flight across every process, so one partner's backlog or dead receiver never
- * takes another's turn. Only configured receivers can have pending deliveries (`initialDeliveryState`),
+ * Claims due deliveries, each with its receiver as the same snapshot sees it (one round trip for both,
+ * decision 266): at most `free` in all, and per receiver (partner and mode) no more than `perReceiver`
+ * in flight across every process, so one partner's backlog or dead receiver never takes another's turn. Only configured receivers can have pending deliveries (`initialDeliveryState`),
  * so the walk is one index probe per receiver. The update takes the picked rows by their place in
  * the table (`ctid`, a TID scan: a few pages whatever the backlog; joined by id, the planner hashed every
  * pending delivery to find them, decision 258), and re-checks the state and the lease on the row's newest
  * version: of two processes only one claims a row.
  */
 async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
-  const result = await sql<ClaimedRow>`
+  const result = await sql<ClaimRow>`
     with due as materialized (
       select due.ctid from webhooks w
       cross join lateral (
@@ -291,9 +298,36 @@ async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perRecei
             and b.delivery_lease_until is not null and b.delivery_lease_until > ${now}))
       ) as due
       limit ${free})
-    update events e set delivery_lease_until = ${leaseUntil}
-    where e.ctid = any(array(select ctid from due))
-      and e.delivery_state = 'pending' and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
-    returning e.id, e.partner_id, e.mode, e.type, e.data, e.created_at, e.delivery_attempts, e.signed_at, e.signature`.execute(db);
-  return result.rows;
+    , claimed as (
+      update events e set delivery_lease_until = ${leaseUntil}
+      where e.ctid = any(array(select ctid from due))
+        and e.delivery_state = 'pending' and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
+      returning e.id, e.partner_id, e.mode, e.type, e.data, e.created_at, e.delivery_attempts, e.signed_at, e.signature)
+    select c.*, w.url as target_url, w.events as target_events, w.enabled as target_enabled, w.secret as target_secret,
+      p.allow_private_webhooks as target_allow_private
+    from claimed c
+    left join webhooks w on w.partner_id = c.partner_id and w.mode = c.mode
+    left join partners p on p.id = c.partner_id`.execute(db);
+  // One target object per receiver, shared by its rows.
+  const targets = new Map<string, DeliveryTarget | null>();
+  return result.rows.map(({ target_url, target_events, target_enabled, target_secret, target_allow_private, ...row }) => {
+    const key = targetKey(row.partner_id, row.mode);
+    let target = targets.get(key);
+    if (target === undefined) {
+      target =
+        target_url === null
+          ? null
+          : {
+              partner_id: row.partner_id,
+              mode: row.mode,
+              url: target_url,
+              events: target_events ?? [],
+              enabled: target_enabled === true,
+              secret: target_secret ?? '',
+              allow_private_webhooks: target_allow_private === true,
+            };
+      targets.set(key, target);
+    }
+    return { ...row, target };
+  });
 }

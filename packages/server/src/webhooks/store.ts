@@ -13,21 +13,10 @@ export function findWebhook(db: Db, partnerId: string, mode: KeyMode): Promise<W
   return db.selectFrom('webhooks').selectAll().where('partner_id', '=', partnerId).where('mode', '=', mode).executeTakeFirst();
 }
 
-/** A receiver with what delivering to it needs to know of its partner. */
-export type DeliveryTarget = WebhookRow & { allow_private_webhooks: boolean };
-
-export async function findDeliveryTargets(db: Db, partnerIds: readonly string[]): Promise<Map<string, DeliveryTarget>> {
-  if (partnerIds.length === 0) return new Map();
-  const rows = await db
-    .selectFrom('webhooks')
-    .innerJoin('partners', 'partners.id', 'webhooks.partner_id')
-    .selectAll('webhooks')
-    .select('partners.allow_private_webhooks')
-    // One array value: the same statement text for any number of partners (decision 256).
-    .where('webhooks.partner_id', '=', sql<string>`any(${[...new Set(partnerIds)]}::text[])`)
-    .execute();
-  return new Map(rows.map((row) => [targetKey(row.partner_id, row.mode), row]));
-}
+/** A receiver with what delivering to it needs to know of its partner (the dispatcher's claim reads it). */
+export type DeliveryTarget = Pick<WebhookRow, 'partner_id' | 'mode' | 'url' | 'events' | 'enabled' | 'secret'> & {
+  allow_private_webhooks: boolean;
+};
 
 /**
  * The delivery state a new event starts in, decided in the transaction that records it: `pending`
@@ -59,9 +48,6 @@ export interface DeliverySettlement {
   dueAt: Date | null;
 }
 
-/** The largest `seq` there can be: a trim that keeps no old attempt deletes every one below it. */
-const SEQ_MAX = '9223372036854775807';
-
 /**
  * Appends attempts to the delivery log, keeping each touched log to its 50 most recent, and writes
  * the deliveries' next states (`settled`, the attempts' deliveries; their leases released), all in one
@@ -71,6 +57,8 @@ const SEQ_MAX = '9223372036854775807';
  *
  * A statement's parts see one snapshot, so the trim cannot see the rows the same statement adds: of a
  * log's new attempts only its 50 most recent are inserted, and of its old ones only as many as still fit.
+ * The trim walks each touched log by its index, newest first, past those it keeps, and deletes the rest
+ * by their place in the table (`ctid`): its cost is the log's, never the table's (decision 267).
  */
 export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], settled: readonly DeliverySettlement[] = []): Promise<void> {
   if (attempts.length === 0) return;
@@ -108,11 +96,11 @@ export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], se
       order by n
       returning 1)
     delete from webhook_attempts old
-    using unnest(${trims.map((t) => t.partner)}::text[], ${trims.map((t) => t.mode)}::text[], ${trims.map((t) => t.keep)}::integer[])
-      as log (partner_id, mode, keep)
-    where old.partner_id = log.partner_id and old.mode = log.mode
-      and old.seq < coalesce((
-        select min(kept.seq) from (
-          select r.seq from webhook_attempts r where r.partner_id = log.partner_id and r.mode = log.mode
-          order by r.seq desc limit log.keep) as kept), ${SEQ_MAX}::bigint)`.execute(db);
+    where old.ctid = any(array(
+      select r.ctid
+      from unnest(${trims.map((t) => t.partner)}::text[], ${trims.map((t) => t.mode)}::text[], ${trims.map((t) => t.keep)}::integer[])
+        as log (partner_id, mode, keep)
+      cross join lateral (
+        select r.ctid from webhook_attempts r where r.partner_id = log.partner_id and r.mode = log.mode
+        order by r.seq desc offset log.keep) as r))`.execute(db);
 }

@@ -852,6 +852,38 @@ for (const target of testDatabases()) {
           .executeTakeFirst();
         assert.equal(row?.delivery_state, 'skipped', 'no longer pending: nothing is left to deliver');
       });
+
+      test('a retry is sent only if the receiver still wants it: disabled, or filtered out since, it is skipped', async () => {
+        await secretOf(lab.live, receiver.url('/changed'));
+        receiver.answer = (d) => (d.path === '/changed' ? 503 : 200);
+        await activeCustomer(server, lab.live, 'changing-mind');
+        const [first] = await received((d) => d.path === '/changed');
+        assert.ok(first);
+        await settled();
+        const stateOf = async (id: string) =>
+          (await server.database.db.selectFrom('events').select('delivery_state').where('id', '=', id).executeTakeFirstOrThrow())
+            .delivery_state;
+        assert.equal(await stateOf(first.body.id), 'pending', 'a retry waits');
+
+        // The filter no longer takes customer events: the waiting retry is dropped when it falls due.
+        await configure(lab.live, { url: receiver.url('/changed'), events: ['project.*'] });
+        server.clock.advance(1_000);
+        await server.services.dispatcher.drain();
+        assert.equal(receiver.deliveries.filter((d) => d.body.id === first.body.id).length, 1, 'not sent again');
+        assert.equal(await stateOf(first.body.id), 'skipped');
+
+        // The same for a receiver disabled while a retry waits.
+        await configure(lab.live, { url: receiver.url('/changed'), events: [] });
+        await activeCustomer(server, lab.live, 'changing-mind-2');
+        const [second] = await received((d) => d.path === '/changed' && d.body.data.customer_id === 'changing-mind-2');
+        assert.ok(second);
+        await settled();
+        await configure(lab.live, { url: receiver.url('/changed'), enabled: false });
+        server.clock.advance(1_000);
+        await server.services.dispatcher.drain();
+        assert.equal(receiver.deliveries.filter((d) => d.body.id === second.body.id).length, 1, 'not sent again');
+        assert.equal(await stateOf(second.body.id), 'skipped');
+      });
     });
 
     describe('GET /events', () => {
