@@ -12,7 +12,7 @@ import type { WebhookSecrets } from './secrets.ts';
 import type { AttemptResult, WebhookSender } from './sender.ts';
 import { deliveryHeaders } from './service.ts';
 import { signDelivery } from './signature.ts';
-import { appendAttempts, type DeliveryTarget, type NewAttempt, targetKey } from './store.ts';
+import { appendAttempts, type DeliveryTarget, type NewAttempt } from './store.ts';
 
 /** partner-api.md, Receiver response and retry rules: 5 attempts, retried after 1, 2, 8 and 60 seconds. */
 export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
@@ -264,15 +264,6 @@ export class WebhookDispatcher {
   }
 }
 
-/** A claimed delivery as the claim's statement returns it: the receiver's columns beside the event's. */
-type ClaimRow = Omit<ClaimedRow, 'target'> & {
-  target_url: string | null;
-  target_events: string[] | null;
-  target_enabled: boolean | null;
-  target_secret: string | null;
-  target_allow_private: boolean | null;
-};
-
 /**
  * Claims due deliveries, each with its receiver as the same snapshot sees it (one round trip for both,
  * decision 266): at most `free` in all, and per receiver (partner and mode) no more than `perReceiver`
@@ -284,7 +275,7 @@ type ClaimRow = Omit<ClaimedRow, 'target'> & {
  * version: of two processes only one claims a row.
  */
 async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
-  const result = await sql<ClaimRow>`
+  const result = await sql<ClaimedRow>`
     with due as materialized (
       select due.ctid from webhooks w
       cross join lateral (
@@ -304,31 +295,11 @@ async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perRecei
       where e.ctid = any(array(select ctid from due))
         and e.delivery_state = 'pending' and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
       returning e.id, e.partner_id, e.mode, e.type, e.data, e.created_at, e.delivery_attempts, e.signed_at, e.signature)
-    select c.*, w.url as target_url, w.events as target_events, w.enabled as target_enabled, w.secret as target_secret,
-      p.allow_private_webhooks as target_allow_private
+    select c.*, case when w.partner_id is null then null else json_build_object('partner_id', w.partner_id,
+        'mode', w.mode, 'url', w.url, 'events', w.events, 'enabled', w.enabled, 'secret', w.secret,
+        'allow_private_webhooks', p.allow_private_webhooks) end as target
     from claimed c
     left join webhooks w on w.partner_id = c.partner_id and w.mode = c.mode
     left join partners p on p.id = c.partner_id`.execute(db);
-  // One target object per receiver, shared by its rows.
-  const targets = new Map<string, DeliveryTarget | null>();
-  return result.rows.map(({ target_url, target_events, target_enabled, target_secret, target_allow_private, ...row }) => {
-    const key = targetKey(row.partner_id, row.mode);
-    let target = targets.get(key);
-    if (target === undefined) {
-      target =
-        target_url === null
-          ? null
-          : {
-              partner_id: row.partner_id,
-              mode: row.mode,
-              url: target_url,
-              events: target_events ?? [],
-              enabled: target_enabled === true,
-              secret: target_secret ?? '',
-              allow_private_webhooks: target_allow_private === true,
-            };
-      targets.set(key, target);
-    }
-    return { ...row, target };
-  });
+  return result.rows;
 }
