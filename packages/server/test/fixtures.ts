@@ -15,7 +15,10 @@ import { PageQuery, toPage } from '../src/infra/pagination/cursor.ts';
 export interface FixtureControl {
   /** Resolves the pending `POST /test-fixtures/slow` requests. */
   releaseSlow(): void;
+  /** Resolves when the first `POST /test-fixtures/slow` request reaches its handler. */
   slowStarted: Promise<void>;
+  /** Resolves when the next such request (after this call) reaches its handler, past authentication and idempotency. */
+  nextSlowStart(): Promise<void>;
 }
 
 export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Services }>; control: FixtureControl } {
@@ -27,6 +30,7 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
   const slowStarted = new Promise<void>((resolve) => {
     started = resolve;
   });
+  let waiting: (() => void)[] = [];
   const control: FixtureControl = {
     releaseSlow: () => {
       release();
@@ -35,6 +39,7 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
       });
     },
     slowStarted,
+    nextSlowStart: () => new Promise<void>((resolve) => waiting.push(resolve)),
   };
 
   const routes: FastifyPluginAsync<{ services: Services }> = async (app, { services }) => {
@@ -63,6 +68,8 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
 
     app.post('/test-fixtures/slow', { config: { scope: 'customers:write' } }, async () => {
       started();
+      for (const resolve of waiting) resolve();
+      waiting = [];
       await gate;
       return { status: 'success', data: { slow: true } };
     });

@@ -82,9 +82,13 @@ for (const target of testDatabases()) {
       );
       server.clock.advance(61_000);
       token = (await exchange(server, apiKey)).body.access_token;
+      const retryStarted = control.nextSlowStart();
       const retry = partnerApi(server, 'POST', '/test-fixtures/slow', { token, headers: { 'idempotency-key': 'key-dead' } });
       // The retry took the key over and runs; a different body with the key is still refused.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await Promise.race([
+        retryStarted,
+        retry.then((answer) => assert.fail(`the retry answered ${answer.status} without running: ${answer.text}`)),
+      ]);
       assertError(
         await partnerApi(server, 'POST', '/test-fixtures/slow', {
           token,
