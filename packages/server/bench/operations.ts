@@ -8,6 +8,7 @@
  * the customers it reads.
  */
 import { spawnServe } from '../test/serve-process.ts';
+import { type Answer, keepAliveClient } from './client.ts';
 import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, operator, partnerToken } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
@@ -18,7 +19,7 @@ if (!Number.isInteger(PARTNERS) || PARTNERS < 1)
 /** Whether the operations part repeats its burst on the warm server (BENCH_WARM_BURST=0: the first burst only). */
 const WARM_BURST = process.env.BENCH_WARM_BURST !== '0';
 
-type Api = (method: string, path: string, body?: unknown) => Promise<Response>;
+type Api = (method: string, path: string, body?: unknown) => Promise<Answer>;
 
 /**
  * Creates `<prefix>-0` … `<prefix>-<count-1>` at once, spread over the partners of `apis` in turn;
@@ -31,10 +32,7 @@ async function createAtOnce(apis: Api | Api[], prefix: string, count: number): P
       (all[i % all.length] as Api)('POST', '/customers', {
         id: `${prefix}-${i}`,
         owner: { username: 'owner', email: `owner@${prefix}-${i}.example` },
-      }).then(async (r) => {
-        await r.arrayBuffer();
-        return r.status;
-      }),
+      }).then((r) => r.status),
     ),
   );
   return answers.filter((status) => status !== 202).length;
@@ -43,7 +41,7 @@ async function createAtOnce(apis: Api | Api[], prefix: string, count: number): P
 /** Until none of the partner's customers is provisioning; then none may have failed (a rate of failures is no rate). */
 async function untilProvisioned(api: Api): Promise<void> {
   const first = async (status: string) =>
-    ((await (await api('GET', `/customers?status=${status}&limit=1`)).json()) as { data: { id: string }[] }).data[0];
+    (JSON.parse((await api('GET', `/customers?status=${status}&limit=1`)).body) as { data: { id: string }[] }).data[0];
   while (await first('provisioning')) await new Promise((resolve) => setTimeout(resolve, 10));
   const failed = await first('failed');
   if (failed) throw new Error(`the bench's creations failed (${failed.id} the first): its figures would measure failures`);
@@ -71,12 +69,7 @@ export async function burstCreates(label: string, apis: Api | Api[], count: numb
 /** The partner API of `server` with a token of `key`. */
 async function partnerApi(server: Awaited<ReturnType<typeof spawnServe>>, key: string): Promise<Api> {
   const token = await partnerToken(server, key);
-  return (method, path, body) =>
-    fetch(`${server.partnerUrl}/api/public/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
-      ...(body ? { body: JSON.stringify(body) } : {}),
-    });
+  return keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${token}` });
 }
 
 /** A partner with room for `count` customers, and a function calling the partner API with its token. */

@@ -10,6 +10,7 @@ import { sql } from 'kysely';
 import { recordEvent } from '../src/events/store.ts';
 import { spawnServe } from '../test/serve-process.ts';
 import { TEST_CA_FILE, WebhookReceiver } from '../test/webhook-receiver.ts';
+import { keepAliveClient } from './client.ts';
 import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, openServerDatabase, operator, partnerToken, percentile } from './common.ts';
 
 const BACKLOG = Number(process.env.BENCH_WEBHOOK_BACKLOG ?? 10_000);
@@ -33,15 +34,11 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
       limits: { max_customers: 0, max_open_operations: 10_000, rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
     });
     const key = String((await operator(server, 'POST', '/partners/hooks/keys', {})).key);
-    let token = await partnerToken(server, key);
-    const api = (method: string, path: string, body?: unknown) =>
-      fetch(`${server.partnerUrl}/api/public/v1${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body ?? {}),
-      });
+    const token = await partnerToken(server, key);
+    // The generator's calls through one kept-alive client per token (the token changes with each server).
+    let api = keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${token}` });
     const configured = await api('PUT', '/webhook', { url: receiver.url() });
-    if (!configured.ok) throw new Error(`PUT /webhook: ${await configured.text()}`);
+    if (configured.status >= 300) throw new Error(`PUT /webhook: ${configured.body}`);
     for (let i = 0; i < CUSTOMERS; i++)
       await api('POST', '/customers', { id: `h${i}`, owner: { username: 'o', email: `o@h${i}.example` } });
     while (receiver.deliveries.length < CUSTOMERS) await sleep(20);
@@ -79,7 +76,7 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
       );
 
     // Lag at RATE events a second: each customer alternates suspend and resume, one call at a time.
-    token = await partnerToken(server, key);
+    api = keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${await partnerToken(server, key)}` });
     const runStart = Date.now();
     const lagFrom = receiver.deliveries.length;
     const lagCpu = cpuBudget(server.child.pid ?? 0);
@@ -93,10 +90,9 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
         await sleep(Math.max(0, next - Date.now()));
         next += interval;
         const t = performance.now();
-        const response = await api('POST', `/customers/h${i}/${suspended ? 'resume' : 'suspend'}`);
-        await response.arrayBuffer();
+        const response = await api('POST', `/customers/h${i}/${suspended ? 'resume' : 'suspend'}`, {});
         apiLatency.push(performance.now() - t);
-        if (response.ok) {
+        if (response.status < 300) {
           suspended = !suspended;
           recorded++;
         }
