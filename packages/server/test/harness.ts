@@ -107,6 +107,8 @@ export interface TestServerOptions {
   eventStreams?: Partial<EventStreamOptions>;
   /** The live platform, given the sandbox (a platform that misbehaves, for tests of how the core copes). */
   livePlatform?: StartOptions['livePlatform'];
+  /** How often the embedded database's upkeep runs (default: the server's minute). */
+  upkeepIntervalMs?: number;
 }
 
 /** A real server on ephemeral loopback ports, on a fresh database, with a manual clock and captured logs. */
@@ -145,6 +147,7 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
     webhookPollMs: 20,
     ...(options.webhookResolver ? { webhookResolver: options.webhookResolver } : {}),
     ...(options.livePlatform ? { livePlatform: options.livePlatform } : {}),
+    ...(options.upkeepIntervalMs !== undefined ? { upkeepIntervalMs: options.upkeepIntervalMs } : {}),
     eventStreams: { pollMs: 20, ...options.eventStreams },
   });
   return {

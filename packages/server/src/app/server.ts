@@ -9,7 +9,7 @@ import type { EventStreamOptions } from '../events/stream.ts';
 import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
-
+import { startUpkeep } from '../infra/db/upkeep.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
@@ -54,6 +54,8 @@ export interface StartOptions {
   enginePollMs?: number;
   /** How often the webhook dispatcher looks for due deliveries (ms). */
   webhookPollMs?: number;
+  /** How often the embedded database's upkeep runs (decision 269; default a minute, as autovacuum's). */
+  upkeepIntervalMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
   /** The live platform's driver, given the sandbox (tests put a platform that misbehaves in front of it). */
@@ -63,6 +65,7 @@ export interface StartOptions {
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
+const UPKEEP_INTERVAL_MS = 60 * 1000;
 
 /** `--watch-partners`: Kube-DC Partner resources become the source of partners' settings (loaded only then). */
 async function startPartnerWatcher(
@@ -196,6 +199,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await services.dispatcher.start(options.webhookPollMs);
     // Events committed here wake the dispatcher at once; the poll interval covers other processes' events.
     const stopEventWakes = onEventsRecorded(() => services.dispatcher.eventsRecorded());
+    // PGlite has no autovacuum (a single-user backend): the server does its work (decision 269). A
+    // PostgreSQL server's own autovacuum does it there.
+    const upkeep = database.embedded
+      ? startUpkeep(database.db, options.upkeepIntervalMs ?? UPKEEP_INTERVAL_MS, logger.child({ component: 'upkeep' }))
+      : undefined;
 
     const maintenance = setInterval(() => {
       const now = clock.now();
@@ -237,6 +245,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         closing ??= (async () => {
           clearInterval(maintenance);
           clearInterval(logFlush);
+          await upkeep?.stop();
           await Promise.all([partnerApp.close(), operatorApp.close()]);
           await partnerWatcher?.stop();
           await services.engine.stop();
