@@ -1,13 +1,19 @@
 import { type Kysely, sql } from 'kysely';
 import type { Logger } from 'pino';
 
-/** What one pass did to one table. */
+/** What one pass did to one table: how long its vacuum and its analyze took (null: not run). */
 export interface UpkeepStep {
   table: string;
-  vacuumed: boolean;
-  analyzed: boolean;
-  ms: number;
+  vacuumMs: number | null;
+  analyzeMs: number | null;
 }
+
+/**
+ * The statistics target of the upkeep's analyze: 10 (PostgreSQL's default is 100) samples 3,000 rows
+ * a table, not 30,000, and keeps 10 common values and 10 histogram buckets a column; enough for plans
+ * that look rows up by key, at a tenth of the time the one connection is held (decision 269).
+ */
+const STATISTICS_TARGET = 10;
 
 interface TableActivity {
   table: string;
@@ -37,8 +43,8 @@ export function upkeepNeeded(activity: TableActivity): { vacuum: boolean; analyz
  * as a single-user backend, where no background process vacuums or analyzes (decision 269). Without
  * it the space of deleted and updated rows is never reused (a table only grows), and the planner keeps
  * the statistics of the day a table was made, plans prepared then included. Each table whose activity
- * passed autovacuum's thresholds is vacuumed or analyzed (or both) in a statement of its own, so other
- * statements run between two tables (`include` names the tables it may touch; all by default).
+ * passed autovacuum's thresholds is vacuumed or analyzed (or both), each in a statement of its own, so
+ * other statements run between two (`include` names the tables it may touch; all by default).
  * Answers what it did.
  */
 export async function runUpkeep<DB>(db: Kysely<DB>, include: (table: string) => boolean = () => true): Promise<UpkeepStep[]> {
@@ -51,14 +57,26 @@ export async function runUpkeep<DB>(db: Kysely<DB>, include: (table: string) => 
      where s.schemaname = current_schema()
      order by s.relname`.execute(db);
   const steps: UpkeepStep[] = [];
+  const timed = async (run: () => Promise<unknown>) => {
+    const started = performance.now();
+    await run();
+    return Math.round(performance.now() - started);
+  };
   for (const activity of rows) {
     const { vacuum, analyze } = upkeepNeeded(activity);
     if ((!vacuum && !analyze) || !include(activity.table)) continue;
-    const started = performance.now();
     const table = sql.id(activity.table);
-    if (vacuum) await sql`vacuum (analyze ${sql.raw(analyze ? 'true' : 'false')}) ${table}`.execute(db);
-    else await sql`analyze ${table}`.execute(db);
-    steps.push({ table: activity.table, vacuumed: vacuum, analyzed: analyze, ms: Math.round(performance.now() - started) });
+    // Two statements, so that what waits for the one connection runs between them.
+    const vacuumMs = vacuum ? await timed(() => sql`vacuum ${table}`.execute(db)) : null;
+    const analyzeMs = analyze
+      ? await timed(() =>
+          db.transaction().execute(async (trx) => {
+            await sql`set local default_statistics_target = ${sql.lit(STATISTICS_TARGET)}`.execute(trx);
+            await sql`analyze ${table}`.execute(trx);
+          }),
+        )
+      : null;
+    steps.push({ table: activity.table, vacuumMs, analyzeMs });
   }
   return steps;
 }
@@ -73,7 +91,7 @@ export function startUpkeep<DB>(db: Kysely<DB>, intervalMs: number, logger: Logg
   const timer = setInterval(() => {
     running ??= runUpkeep(db)
       .then((steps) => {
-        if (steps.length > 0) logger.info({ tables: steps }, 'embedded database vacuumed and analyzed where autovacuum would have');
+        if (steps.length > 0) logger.info({ tables: steps }, 'embedded database vacuumed or analyzed where autovacuum would have');
       })
       .catch((err: unknown) => logger.warn({ err }, 'embedded database upkeep failed'))
       .finally(() => {
