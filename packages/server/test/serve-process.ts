@@ -11,6 +11,8 @@ export interface ServeProcess {
   partnerUrl: string;
   operatorUrl: string;
   output(): string;
+  /** Resolves once the output matches `pattern` (output kept); fails after `timeoutMs`. */
+  waitForOutput(pattern: RegExp, timeoutMs?: number): Promise<void>;
   /** Sends a signal and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -43,10 +45,12 @@ export async function spawnServe(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
+  const waiters = new Set<() => void>();
   const ready = new Promise<{ partnerUrl: string; operatorUrl: string }>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       if (listening && options.keepOutput === false) return;
       output += chunk.toString('utf8');
+      for (const waiter of waiters) waiter();
       const line = output.split('\n').find((l) => l.includes('"tenantry serving"'));
       if (line) {
         const parsed = JSON.parse(line) as { partner_api: string; operator_api: string };
@@ -58,6 +62,7 @@ export async function spawnServe(
     child.stderr?.on('data', (chunk: Buffer) => {
       if (listening && options.keepOutput === false) return;
       output += chunk.toString('utf8');
+      for (const waiter of waiters) waiter();
     });
     child.once('exit', (code) => reject(new Error(`tenantry serve exited with ${code}: ${output}`)));
   });
@@ -66,6 +71,21 @@ export async function spawnServe(
     child,
     ...urls,
     output: () => output,
+    waitForOutput: (pattern, timeoutMs = 10_000) =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no output matching ${pattern} within ${timeoutMs} ms: ${output}`));
+        }, timeoutMs);
+        const check = () => {
+          if (!pattern.test(output)) return;
+          clearTimeout(timer);
+          waiters.delete(check);
+          resolve();
+        };
+        waiters.add(check);
+        check();
+      }),
     stop: async (signal = 'SIGTERM') => {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       child.kill(signal);
