@@ -1,4 +1,6 @@
 import { Agent, request } from 'node:http';
+import type { ServeProcess } from '../test/serve-process.ts';
+import { partnerToken } from './common.ts';
 
 /** An answer as the bench reads it. */
 export interface Answer {
@@ -43,4 +45,9 @@ export function keepAliveClient(base: string, headers: Record<string, string>) {
       req.on('error', reject);
       req.end(payload);
     });
+}
+
+/** The partner API of `server` with a token of `key`, through `keepAliveClient`. */
+export async function partnerClient(server: ServeProcess, key: string) {
+  return keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${await partnerToken(server, key)}` });
 }

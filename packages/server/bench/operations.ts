@@ -8,8 +8,8 @@
  * the customers it reads.
  */
 import { spawnServe } from '../test/serve-process.ts';
-import { type Answer, keepAliveClient } from './client.ts';
-import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, operator, partnerToken } from './common.ts';
+import { type Answer, partnerClient } from './client.ts';
+import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, operator } from './common.ts';
 
 const CREATIONS = Number(process.env.BENCH_CREATIONS ?? 1_000);
 /** The partners the creations are spread over (BENCH_PARTNERS): one partner's creates take its row in turn. */
@@ -65,13 +65,6 @@ export async function burstCreates(label: string, apis: Api | Api[], count: numb
   );
 }
 
-/** A span's CPU per customer, as the bench prints it; PostgreSQL's share only where it runs apart from the server. */
-/** The partner API of `server` with a token of `key`. */
-async function partnerApi(server: Awaited<ReturnType<typeof spawnServe>>, key: string): Promise<Api> {
-  const token = await partnerToken(server, key);
-  return keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${token}` });
-}
-
 /** A partner with room for `count` customers, and a function calling the partner API with its token. */
 export async function benchPartner(server: Awaited<ReturnType<typeof spawnServe>>, id: string): Promise<{ api: Api; key: string }> {
   await operator(server, 'POST', '/partners', {
@@ -84,7 +77,7 @@ export async function benchPartner(server: Awaited<ReturnType<typeof spawnServe>
     pool: { vcpu: 1_000_000, memory_gib: 4_000_000, storage_gib: 50_000_000 },
   });
   const key = String((await operator(server, 'POST', `/partners/${id}/keys`, {})).key);
-  return { api: await partnerApi(server, key), key };
+  return { api: await partnerClient(server, key), key };
 }
 
 export async function benchOperations(label: string, env: Record<string, string>): Promise<string[]> {
@@ -144,7 +137,7 @@ async function drainBacklog(label: string, env: Record<string, string>, workerEn
   try {
     const ready = performance.now();
     const before = cpuBudget(worker.child.pid ?? 0);
-    await untilProvisioned(await partnerApi(worker, key));
+    await untilProvisioned(await partnerClient(worker, key));
     const doneMs = performance.now() - ready;
     const per = cpuBudgetPer(before, cpuBudget(worker.child.pid ?? 0), CREATIONS);
     return (

@@ -10,8 +10,8 @@ import { sql } from 'kysely';
 import { recordEvent } from '../src/events/store.ts';
 import { spawnServe } from '../test/serve-process.ts';
 import { TEST_CA_FILE, WebhookReceiver } from '../test/webhook-receiver.ts';
-import { keepAliveClient } from './client.ts';
-import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, openServerDatabase, operator, partnerToken, percentile } from './common.ts';
+import { partnerClient } from './client.ts';
+import { benchServeEnv, budgetText, cpuBudget, cpuBudgetPer, openServerDatabase, operator, percentile } from './common.ts';
 
 const BACKLOG = Number(process.env.BENCH_WEBHOOK_BACKLOG ?? 10_000);
 const LAG_S = Number(process.env.BENCH_WEBHOOK_LAG_S ?? 60);
@@ -34,9 +34,8 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
       limits: { max_customers: 0, max_open_operations: 10_000, rate_limit_per_minute: 10_000_000, rate_limit_burst: 1_000_000 },
     });
     const key = String((await operator(server, 'POST', '/partners/hooks/keys', {})).key);
-    const token = await partnerToken(server, key);
-    // The generator's calls through one kept-alive client per token (the token changes with each server).
-    let api = keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${token}` });
+    // The generator's calls through a kept-alive client, a new one with each server (its port and token).
+    let api = await partnerClient(server, key);
     const configured = await api('PUT', '/webhook', { url: receiver.url() });
     if (configured.status >= 300) throw new Error(`PUT /webhook: ${configured.body}`);
     for (let i = 0; i < CUSTOMERS; i++)
@@ -76,7 +75,7 @@ export async function benchWebhooks(label: string, env: Record<string, string>):
       );
 
     // Lag at RATE events a second: each customer alternates suspend and resume, one call at a time.
-    api = keepAliveClient(`${server.partnerUrl}/api/public/v1`, { authorization: `Bearer ${await partnerToken(server, key)}` });
+    api = await partnerClient(server, key);
     const runStart = Date.now();
     const lagFrom = receiver.deliveries.length;
     const lagCpu = cpuBudget(server.child.pid ?? 0);

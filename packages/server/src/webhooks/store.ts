@@ -36,7 +36,7 @@ export function initialDeliveryState(partnerId: string, mode: KeyMode, event: st
 /** The filter entry naming every event of `event`'s kind: `customer.*` for `customer.ready`. */
 export const eventFamily = (event: string) => `${event.split('.')[0]}.*`;
 
-export const targetKey = (partnerId: string, mode: KeyMode) => `${partnerId}/${mode}`;
+const targetKey = (partnerId: string, mode: KeyMode) => `${partnerId}/${mode}`;
 
 export type NewAttempt = Omit<WebhookAttemptsTable, 'seq'>;
 
