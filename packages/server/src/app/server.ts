@@ -10,6 +10,7 @@ import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 import { startUpkeep } from '../infra/db/upkeep.ts';
+import type { DeferredSchemas, WarmUp } from '../infra/http/deferred-schemas.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
@@ -32,6 +33,8 @@ export interface RunningServer {
   operatorToken: string;
   /** Every route of the partner API with its scope (undefined: public), as registered. */
   partnerRoutes(): PartnerRoute[];
+  /** What compiling both APIs' schemas after the start did (decision 272): settles when done, or at close. */
+  schemasWarmed: Promise<SchemasWarmed>;
   /** Drains in-flight requests, stops background work and closes the database. */
   close(): Promise<void>;
 }
@@ -154,7 +157,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     });
     if (madeApart.length > 0) logger.info({ migrations: madeApart }, 'embedded database created and migrated by a separate process');
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
-    database.secureFiles();
+    // A migration rewrites files of the embedded database (relation caches); opening it was secured above.
+    if (applied.length > 0) database.secureFiles();
     const services = await createServices({
       database,
       secretBox: secretKeys.box,
@@ -230,6 +234,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       'tenantry serving',
     );
     flushLog(logger);
+    // The validators and serialisers no request has compiled yet, between requests (decision 272).
+    const schemas = [partnerApp.schemas, operatorApp.schemas];
+    const schemasWarmed = warmSchemas(schemas, logger);
     // A quiet server still writes its log lines within a second.
     const logFlush = setInterval(() => flushLog(logger), 1_000);
     logFlush.unref();
@@ -241,8 +248,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       operatorUrl,
       operatorToken,
       partnerRoutes: () => partnerApp.partnerRoutes,
+      schemasWarmed,
       close: () => {
         closing ??= (async () => {
+          for (const deferred of schemas) deferred.stop();
+          await schemasWarmed;
           clearInterval(maintenance);
           clearInterval(logFlush);
           await upkeep?.stop();
@@ -265,6 +275,32 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     if (ownsDatabase) await database.close().catch(() => {});
     throw error;
   }
+}
+
+export interface SchemasWarmed {
+  /** Schemas the warm-up compiled (a request may have compiled others first). */
+  compiled: number;
+  /** Schemas left to compile when it ended: none, unless the server closed first or a schema failed. */
+  remaining: number;
+  /** Schemas that do not compile: the route and part of each, with the compiler's error. */
+  failed: WarmUp['failed'];
+}
+
+/** Compiles both APIs' deferred schemas, one app after the other, and says what it did. */
+async function warmSchemas(schemas: DeferredSchemas[], logger: Logger): Promise<SchemasWarmed> {
+  const warmed: SchemasWarmed = { compiled: 0, remaining: 0, failed: [] };
+  let ms = 0;
+  for (const deferred of schemas) {
+    const done = await deferred.warm();
+    warmed.compiled += done.compiled;
+    warmed.failed.push(...done.failed);
+    ms += done.ms;
+  }
+  for (const { what, error } of warmed.failed)
+    logger.error({ err: error, schema: what }, 'a schema does not compile; requests that need it fail');
+  warmed.remaining = schemas.reduce((sum, deferred) => sum + deferred.pending, 0);
+  logger.info({ compiled: warmed.compiled, remaining: warmed.remaining, ms: Math.round(ms) }, 'schemas compiled');
+  return warmed;
 }
 
 /**

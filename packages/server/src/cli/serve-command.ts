@@ -5,7 +5,7 @@ import { CliError } from './operator-client.ts';
 
 /** `--database-url <url>` → `databaseUrl`, the key commander gives the flag's value. */
 const flagKey = (flag: string) => (flag.split(' ')[0] ?? '').replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-/** How long after it starts serving the server gives its start-up's memory back (decision 270). */
+/** How long after it starts serving the server gives its start-up's memory back, at the earliest (decision 270). */
 const RELEASE_AFTER_SERVING_MS = 1_000;
 const FLAGGED = SETTINGS.filter((s: Setting) => s.flag !== undefined) as (Setting & { flag: string })[];
 
@@ -43,6 +43,12 @@ export function registerServeCommand(program: Command): void {
     // A new embedded database is made by a child process while this one loads the server (decision 242).
     const { makeNewEmbeddedDatabaseApart } = await import('../app/new-embedded-database.ts');
     const embeddedMade = config.databaseUrl === undefined ? makeNewEmbeddedDatabaseApart(config.dataDir) : undefined;
+    // The embedded database's WebAssembly compiles on V8's background threads while the server's modules
+    // load (decision 273); a failure is reported when the database opens.
+    if (config.databaseUrl === undefined) {
+      const { compilePGlite } = await import('../infra/db/pglite-pool.ts');
+      compilePGlite().catch(() => {});
+    }
     const { startServer } = await import('../app/server.ts');
     const { EmbeddedDatabaseLockedError } = await import('../infra/db/embedded-lock.ts');
     const starting = startServer(config, { embeddedMade }).catch((error: unknown) => {
@@ -72,11 +78,12 @@ export function registerServeCommand(program: Command): void {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
     const server = await starting;
-    // A second after serving, not at once: the first requests (the readiness probe among them) are not
-    // held behind the collection's 70-100 ms (decision 270).
-    setTimeout(() => {
+    // Once the schemas are compiled, and a second after serving at the earliest: the first requests (the
+    // readiness probe among them) are not held behind the collection's 70-100 ms (decisions 270, 272).
+    const earliest = new Promise((resolve) => setTimeout(resolve, RELEASE_AFTER_SERVING_MS).unref());
+    void Promise.all([earliest, server.schemasWarmed]).then(() => {
       const ms = releaseStartupMemory();
       if (ms !== undefined) server.services.options.logger.info({ ms: Math.round(ms) }, 'start-up memory released');
-    }, RELEASE_AFTER_SERVING_MS).unref();
+    });
   });
 }

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { PGlite, parse, protocol } from '@electric-sql/pglite';
+import { PGlite, type PGliteOptions, parse, protocol } from '@electric-sql/pglite';
 import { isChangedShape, PreparedTexts } from './named-statements.ts';
 
 /**
@@ -29,6 +30,22 @@ export interface PoolClientLike {
  */
 export const EMBEDDED_SETTINGS: readonly string[] = ['-c', 'shared_buffers=8MB'];
 
+/** A compiled WebAssembly module (its type comes with the DOM's library, which this project does not load). */
+type WasmModule = NonNullable<PGliteOptions['pgliteWasmModule']>;
+const { WebAssembly: wasm } = globalThis as unknown as { WebAssembly: { compile(bytes: Uint8Array): Promise<WasmModule> } };
+let compiledPGlite: Promise<WasmModule> | undefined;
+
+/**
+ * PGlite's WebAssembly module (PostgreSQL, 9 MB), compiled once per process and shared by every
+ * database it opens (decision 273). Compiling runs on V8's background threads: `tenantry serve` starts it
+ * before it loads the server's modules, so the two overlap, and each later database a process opens
+ * (tests open hundreds) skips the compile.
+ */
+export function compilePGlite(): Promise<WasmModule> {
+  compiledPGlite ??= readFile(new URL('./pglite.wasm', import.meta.resolve('@electric-sql/pglite'))).then((bytes) => wasm.compile(bytes));
+  return compiledPGlite;
+}
+
 export class PGlitePool {
   readonly #db: PGlite;
   #busy = false;
@@ -48,7 +65,7 @@ export class PGlitePool {
    * one (decision 209).
    */
   static async open(dataDir: string | undefined): Promise<PGlitePool> {
-    const options = { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS] };
+    const options = { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS], pgliteWasmModule: await compilePGlite() };
     if (dataDir === undefined) {
       const db = new PGlite(options);
       await db.waitReady;

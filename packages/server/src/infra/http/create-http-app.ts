@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
@@ -9,6 +10,7 @@ import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
 import { accessLog } from '../log/access-line.ts';
 import { coalesceResponseWrites } from './coalesced-writes.ts';
+import { DeferredSchemas } from './deferred-schemas.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
 import { http } from './node-http.ts';
 import { installValidators } from './validation.ts';
@@ -48,7 +50,10 @@ export function createHttpApp(
   // (60 s): those are closed here, in-flight ones drain, told to close their connection.
   const inFlight: InFlight = new Map();
   const { fastPath } = options;
+  // Validators and serialisers compiled when first needed, and by the server's warm-up (decision 272).
+  const schemas = new DeferredSchemas();
   const app = Fastify({
+    schemaController: { compilersFactory: { buildSerializer: deferredSerializers(schemas) } },
     ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing, inFlight) } : {}),
     // Node answers an HTTP/1.1 request without Host with a bare 400; the onRequest hook answers it in the envelope.
     http: { requireHostHeader: false },
@@ -76,7 +81,7 @@ export function createHttpApp(
     trustProxy: typeof options.trustProxy === 'number' ? trustHops(options.trustProxy) : (options.trustProxy ?? false),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  installValidators(app);
+  installValidators(app, schemas);
   installErrorHandler(app);
   coalesceResponseWrites(app);
 
@@ -156,7 +161,19 @@ export function createHttpApp(
     return sendError(request, reply, new ApiError('NOT_FOUND', `No route matches ${request.method} ${path}.`));
   });
 
-  return app;
+  return Object.assign(app, { schemas });
+}
+
+/** Fastify's own serialiser compiler (fast-json-stringify), each route's serialiser compiled when first needed. */
+function deferredSerializers(schemas: DeferredSchemas) {
+  const selector = SerializerSelector();
+  return (...args: Parameters<typeof selector>) => {
+    const compile = selector(...args);
+    return (route: Parameters<typeof compile>[0]) => {
+      const compiled = schemas.defer(`${route.method} ${route.url} response ${route.httpStatus}`, () => compile(route));
+      return (data: unknown) => compiled()(data);
+    };
+  };
 }
 
 /**

@@ -3,6 +3,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance, FastifySchemaValidationError } from 'fastify';
 import type { FieldProblem } from '../errors/catalogue.ts';
+import type { DeferredSchemas } from './deferred-schemas.ts';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under ESM.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -11,20 +12,24 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
  * Two validators: bodies are JSON and keep their types exactly (a "5" is not
  * an integer), while query strings and path parameters arrive as text and are
  * coerced. Neither strips unknown fields: an unknown field is an error the
- * partner should hear about, never silently dropped.
+ * partner should hear about, never silently dropped. Each is compiled when first
+ * needed (`schemas`, decision 272).
  */
-export function installValidators(app: FastifyInstance): void {
+export function installValidators(app: FastifyInstance, schemas: DeferredSchemas): void {
   const base = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false } as const;
   const bodyAjv = addFormats(new Ajv({ ...base, coerceTypes: false }));
   const textAjv = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
-  app.setValidatorCompiler(({ schema, httpPart }) => {
-    const validate = (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
-    if (httpPart === 'headers') return validate;
-    // Every schema gets the text check: no route can forget it.
+  app.setValidatorCompiler(({ schema, httpPart, method, url }) => {
+    const compiled = schemas.defer(`${method} ${url} ${httpPart}`, () =>
+      (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
+    );
+    // Every schema but the headers' gets the text check: no route can forget it.
+    const textChecked = httpPart !== 'headers';
     const check = (data: unknown): boolean => {
+      const validate = compiled();
       const valid = validate(data);
       // Most requests send no query string: an empty part holds no text to check.
-      if (isEmptyObject(data)) {
+      if (!textChecked || isEmptyObject(data)) {
         check.errors = validate.errors;
         return valid;
       }
