@@ -1,9 +1,33 @@
-#!/usr/bin/env node
+#!/bin/sh
+':' /*
+# The shell's part (the JavaScript below skips it as a comment, decision 274): a machine's own `node` is
+# often older than 24 (Node 20 here), and starting it only to start Node 24 cost 100-200 ms and a second
+# process. So the shell finds the Node 24 the project installed (node_modules/node, looked up from this
+# file's real directory as Node resolves packages) and runs this file on it, in this process (exec), with
+# the settings `npm start` and the chart use (process-settings.js; the user's own environment wins). With
+# none found, the machine's `node` runs it, and the JavaScript below does what it can.
+self=$0
+while [ -L "$self" ]; do
+  link=$(readlink "$self")
+  case $link in /*) self=$link ;; *) self=$(dirname "$self")/$link ;; esac
+done
+dir=$(cd "$(dirname "$self")" && pwd -P)
+while :; do
+  if [ -x "$dir/node_modules/node/bin/node" ]; then
+    MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_-131072} MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX-2}
+    export MALLOC_MMAP_THRESHOLD_ MALLOC_ARENA_MAX
+    exec "$dir/node_modules/node/bin/node" --max-semi-space-size=16 "$self" "$@"
+  fi
+  [ "$dir" = / ] && break
+  dir=$(dirname "$dir")
+done
+exec node "$self" "$@"
+*/
 // The installed `tenantry` command. The CLI is TypeScript that Node 24 runs directly (type stripping).
-// This file stays plain JavaScript that older Node versions can parse, because the `node` first on a
-// user's PATH is often older (Node 20 on many machines): then it finds the Node 24 the project
-// installed (the `node` npm package, a dev dependency) and runs the CLI on it, or says in one line
-// what is needed. On Node 24 it imports the CLI in this process: no second process.
+// This file stays plain JavaScript that older Node versions can parse, because it may still be run by
+// an older `node` (`node bin/tenantry.js`, or the shell's part above finding no Node 24): then it finds
+// the Node 24 the project installed (the `node` npm package, a dev dependency) and runs the CLI on it,
+// or says in one line what is needed. On Node 24 it imports the CLI in this process: no second process.
 // Node's compile cache is turned on before any TypeScript is loaded (compile-cache.js).
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { MALLOC_ENV, NODE_FLAGS } from '../bin/process-settings.js';
 import { SETTINGS, type Setting } from '../src/config/settings.ts';
 import { findNode20, NO_NODE20, pathWithNodeFirst } from './node20.ts';
 
@@ -17,6 +18,8 @@ import { findNode20, NO_NODE20, pathWithNodeFirst } from './node20.ts';
 const BIN = fileURLToPath(new URL('../../../node_modules/.bin/tenantry', import.meta.url));
 const BIN_SOURCE = fileURLToPath(new URL('../bin/tenantry.js', import.meta.url));
 const NODE20 = findNode20();
+/** The project's Node 24 (the `node` npm package). */
+const NODE24 = fileURLToPath(new URL('../../../node_modules/node/bin/node', import.meta.url));
 
 function run(file: string, args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -70,6 +73,14 @@ describe('tenantry on the machine’s Node 20', { skip: NODE20 ? false : NO_NODE
       child.once('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
     });
     assert.equal((await fetch(`${partnerUrl}/healthz`)).status, 200);
+    // One process, the project's Node 24 itself (the shell's part of the command exec'd it, decision 274),
+    // started with the Node flags and allocator settings of `npm start` and the chart.
+    const pid = child.pid ?? 0;
+    assert.equal(realpathSync(`/proc/${pid}/exe`), realpathSync(NODE24));
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    assert.deepEqual(argv.slice(1, 1 + NODE_FLAGS.length), NODE_FLAGS);
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    for (const [name, value] of Object.entries(MALLOC_ENV)) assert.ok(environ.includes(`${name}=${value}`), `${name}=${value}`);
     child.kill('SIGTERM');
     const [code] = (await once(child, 'exit')) as [number | null];
     assert.equal(code, 0, output);
@@ -82,13 +93,17 @@ describe('tenantry on the machine’s Node 20', { skip: NODE20 ? false : NO_NODE
     const dir = mkdtempSync(join(tmpdir(), 'tenantry-bin-'));
     const lonely = join(dir, 'tenantry.mjs');
     copyFileSync(BIN_SOURCE, lonely);
-    const result = await run(NODE20 ?? '', [lonely, '--version'], shell());
+    chmodSync(lonely, 0o755);
+    // Run by Node 20, and run as a command (its shell part finds no Node 24 and hands it to the PATH's node).
+    const results = [await run(NODE20 ?? '', [lonely, '--version'], shell()), await run(lonely, ['--version'], shell())];
     rmSync(dir, { recursive: true, force: true });
-    assert.equal(result.code, 1);
-    assert.equal(result.stdout, '');
-    assert.match(
-      result.stderr,
-      /^tenantry: needs Node\.js 24 or later, and this is v20\.\d+\.\d+; run npm ci .* or put Node 24 first on PATH\n$/,
-    );
+    for (const result of results) {
+      assert.equal(result.code, 1);
+      assert.equal(result.stdout, '');
+      assert.match(
+        result.stderr,
+        /^tenantry: needs Node\.js 24 or later, and this is v20\.\d+\.\d+; run npm ci .* or put Node 24 first on PATH\n$/,
+      );
+    }
   });
 });

@@ -61,7 +61,8 @@ describe('schemas compiled when first needed (decision 272)', () => {
           response: { 201: { type: 'object', properties: { name: { type: 'string' } } } },
         },
       },
-      async (request, reply) => reply.code(201).send({ ...(request.body as object), secret: 'not in the schema' } as unknown as { name: string }),
+      async (request, reply) =>
+        reply.code(201).send({ ...(request.body as object), secret: 'not in the schema' } as unknown as { name: string }),
     );
     app.get('/things', { schema: { response: { 200: { type: 'array', items: { type: 'string' } } } } }, async () => ['one']);
     await app.ready();
