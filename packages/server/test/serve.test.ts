@@ -93,7 +93,8 @@ describe('tenantry serve', () => {
     const urls = { partnerUrl: server.partnerUrl, operatorUrl: server.operatorUrl, operatorToken };
     const key = await issueKey(urls, 'serve-embedded');
     assert.equal((await exchange(urls, key)).status, 200);
-    // A second after serving, start-up's memory goes back to the system (decisions 226 and 270).
+    // Once the schemas are compiled, and a second after serving at the earliest, start-up's memory goes back
+    // to the system (decisions 226, 270 and 272).
     await server.waitForOutput(/"ms":\d+,"msg":"start-up memory released"/);
     assert.equal(await server.stop('SIGTERM'), 0);
     assert.match(server.output(), /tenantry stopped/);
