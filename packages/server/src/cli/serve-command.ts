@@ -38,7 +38,7 @@ export function registerServeCommand(program: Command): void {
       throw error;
     }
     // Loaded on demand: the operator commands stay quick to start.
-    const { limitHeapGrowth, releaseStartupMemory } = await import('../infra/process-memory.ts');
+    const { limitHeapGrowth, releaseStartupMemory, whenQuiet } = await import('../infra/process-memory.ts');
     limitHeapGrowth();
     // A new embedded database is made by a child process while this one loads the server (decision 242).
     const { makeNewEmbeddedDatabaseApart } = await import('../app/new-embedded-database.ts');
@@ -61,9 +61,11 @@ export function registerServeCommand(program: Command): void {
     // Listening for signals before the server is up: a SIGTERM that arrives while it starts still
     // drains and closes it (the embedded database's lock is released), rather than killing it.
     let stopping = false;
+    const stopped = new AbortController();
     const stop = (signal: string) => {
       if (stopping) return;
       stopping = true;
+      stopped.abort();
       process.stderr.write(`tenantry: ${signal} received, draining requests\n`);
       starting
         .then((server) => server.close())
@@ -78,12 +80,16 @@ export function registerServeCommand(program: Command): void {
     process.on('SIGTERM', () => stop('SIGTERM'));
     process.on('SIGINT', () => stop('SIGINT'));
     const server = await starting;
-    // Once the schemas are compiled, and a second after serving at the earliest: the first requests (the
-    // readiness probe among them) are not held behind the collection's 70-100 ms (decisions 270, 272).
+    // Once the schemas are compiled, a second after serving at the earliest, and in the first quiet
+    // quarter of a second: the first requests (the readiness probe among them) and a burst that came with
+    // the start are not held behind the collection's 70-100 ms (decisions 270, 272, 276).
     const earliest = new Promise((resolve) => setTimeout(resolve, RELEASE_AFTER_SERVING_MS).unref());
-    void Promise.all([earliest, server.schemasWarmed]).then(() => {
-      const ms = releaseStartupMemory();
-      if (ms !== undefined) server.services.options.logger.info({ ms: Math.round(ms) }, 'start-up memory released');
-    });
+    void Promise.all([earliest, server.schemasWarmed])
+      .then(() => whenQuiet({ signal: stopped.signal }))
+      .then((quiet) => {
+        if (!quiet) return;
+        const ms = releaseStartupMemory();
+        if (ms !== undefined) server.services.options.logger.info({ ms: Math.round(ms) }, 'start-up memory released');
+      });
   });
 }

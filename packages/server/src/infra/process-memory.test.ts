@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { runInNewContext } from 'node:vm';
-import { releaseStartupMemory } from './process-memory.ts';
+import { releaseStartupMemory, whenQuiet } from './process-memory.ts';
 
 test("releaseStartupMemory gives a start-up's garbage back to the system, and leaves no global gc behind", () => {
   // What a start-up leaves: many objects, most of them garbage once it is over.
@@ -42,4 +42,40 @@ test('limitHeapGrowth keeps a steadily allocating heap near what it keeps alive'
   const unlimited = peakHeap(false);
   const limited = peakHeap(true);
   assert.ok(limited < unlimited * 0.7, `peak heap ${Math.round(limited / 1e6)} MB limited, ${Math.round(unlimited / 1e6)} MB not`);
+});
+
+/** Keeps the event loop busy (about 95% of the time) until `until()` says stop: a server in a burst. */
+async function busyUntil(until: () => boolean): Promise<void> {
+  while (!until()) {
+    const end = performance.now() + 20;
+    while (performance.now() < end) {
+      // spin: synchronous work, as requests are
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+test('whenQuiet waits while the event loop is busy, and resolves in the first quiet window after', async () => {
+  let quietAt: number | undefined;
+  const waiting = whenQuiet({ windowMs: 50 }).then((quiet) => {
+    quietAt = performance.now();
+    return quiet;
+  });
+  // Twenty windows of work: no quiet window among them.
+  const busyStart = performance.now();
+  await busyUntil(() => performance.now() - busyStart > 1_000);
+  const busyEnd = performance.now();
+  assert.equal(quietAt, undefined, 'not quiet while busy');
+  assert.equal(await waiting, true);
+  assert.ok((quietAt ?? 0) - busyEnd < 500, `quiet ${Math.round((quietAt ?? 0) - busyEnd)} ms after the work ended`);
+});
+
+test('whenQuiet resolves false once its signal aborts, and at once for an aborted one', async () => {
+  const stop = new AbortController();
+  const waiting = whenQuiet({ windowMs: 50, signal: stop.signal });
+  const busyStart = performance.now();
+  await busyUntil(() => performance.now() - busyStart > 200);
+  stop.abort();
+  assert.equal(await waiting, false);
+  assert.equal(await whenQuiet({ signal: AbortSignal.abort() }), false);
 });

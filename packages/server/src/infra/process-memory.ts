@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -34,4 +35,31 @@ export function releaseStartupMemory(): number | undefined {
   const started = performance.now();
   gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   return performance.now() - started;
+}
+
+/**
+ * Resolves true at the end of the first `windowMs` in which the event loop was busy less than `below` of
+ * the time (its utilization, as Node measures it): nothing is asking this process for much. Resolves
+ * false if `signal` aborts first. What waits for it (start-up's collection, decision 276) then does not
+ * land in the middle of a burst of requests that began as the server came up.
+ */
+export function whenQuiet(options: { windowMs?: number; below?: number; signal?: AbortSignal } = {}): Promise<boolean> {
+  const { windowMs = 250, below = 0.1, signal } = options;
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve(false);
+    let last = performance.eventLoopUtilization();
+    const timer = setInterval(() => {
+      const now = performance.eventLoopUtilization();
+      const window = performance.eventLoopUtilization(now, last);
+      last = now;
+      if (window.utilization < below) finish(true);
+    }, windowMs).unref();
+    const finish = (quiet: boolean) => {
+      clearInterval(timer);
+      signal?.removeEventListener('abort', aborted);
+      resolve(quiet);
+    };
+    const aborted = () => finish(false);
+    signal?.addEventListener('abort', aborted, { once: true });
+  });
 }
