@@ -57,7 +57,7 @@ export interface StartOptions {
   enginePollMs?: number;
   /** How often the webhook dispatcher looks for due deliveries (ms). */
   webhookPollMs?: number;
-  /** How often the embedded database's upkeep runs (decision 269; default a minute, as autovacuum's). */
+  /** How often the embedded database's upkeep looks at its tables (decisions 269, 277; default 10 s). */
   upkeepIntervalMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
@@ -68,7 +68,11 @@ export interface StartOptions {
 }
 
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
-const UPKEEP_INTERVAL_MS = 60 * 1000;
+/**
+ * The upkeep looks every 10 s, not at autovacuum's minute: a statement prepared while its table was small
+ * keeps its plan until an analyze, and a table that grows fast is read whole by each run meanwhile (decision 277).
+ */
+const UPKEEP_INTERVAL_MS = 10 * 1000;
 
 /** `--watch-partners`: Kube-DC Partner resources become the source of partners' settings (loaded only then). */
 async function startPartnerWatcher(

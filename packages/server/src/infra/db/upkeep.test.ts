@@ -62,6 +62,23 @@ describe("the embedded database's upkeep: what autovacuum would do (decision 269
     assert.equal(after, 3_000);
   });
 
+  test('a statement prepared while its table was small is planned again once a pass has counted the grown table', async () => {
+    // What the server's prepared statements go through (decision 277): a plan made for a few rows is kept
+    // as the table grows, until something tells PostgreSQL the table changed.
+    const { db } = handle;
+    await sql`create table outbox (id int primary key, payload text not null)`.execute(db);
+    await fill(db, 'outbox', 1, 50);
+    await sql`prepare touch (int[]) as update outbox set payload = 'y' from unnest($1::int[]) as v (id) where outbox.id = v.id`.execute(db);
+    // Past the five runs PostgreSQL plans for their values: from here on it runs its generic plan.
+    for (let i = 0; i < 6; i++) await sql`execute touch('{1,2,3}')`.execute(db);
+    const plan = async () =>
+      (await sql<{ 'QUERY PLAN': string }>`explain execute touch('{1,2,3}')`.execute(db)).rows.map((row) => row['QUERY PLAN']).join('\n');
+    await fill(db, 'outbox', 51, 20_000);
+    assert.match(await plan(), /Seq Scan on outbox/, "the small table's plan is kept: every run reads all 20,000 rows");
+    await runUpkeep(db);
+    assert.match(await plan(), /Index Scan using outbox_pkey on outbox/, 'after the pass, three rows are three index probes');
+  });
+
   test('a table whose activity is under the thresholds is left alone', async () => {
     const { db } = handle;
     await sql`create table quiet (id int primary key, payload text not null)`.execute(db);

@@ -82,7 +82,7 @@ export async function runUpkeep<DB>(db: Kysely<DB>, include: (table: string) => 
 }
 
 /**
- * Runs `runUpkeep` every `intervalMs` (autovacuum's own pace is a minute), one pass at a time, the first
+ * Runs `runUpkeep` every `intervalMs` (the server's 10 s; autovacuum's own pace is a minute), one pass at a time, the first
  * an interval after the start: nothing at start-up competes with the first requests. What a pass did is
  * logged; a pass that failed is logged and the next one tries again. `stop()` waits for a pass in progress.
  */
