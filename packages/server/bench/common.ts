@@ -179,12 +179,6 @@ export function threadCpuUs(pid: number): ThreadCpu {
   return cpu;
 }
 
-/** Runs a load ROUNDS times against the server process `pid` and keeps the median round by throughput. */
-export async function load(name: string, pid: number, options: autocannon.Options): Promise<Result> {
-  const [result] = await loadInterleaved([{ name, pid, options }]);
-  return result as Result;
-}
-
 export interface LoadSpec {
   name: string;
   pid: number;
