@@ -13,7 +13,7 @@ import {
 } from '../../test/provisioning.ts';
 import { TEST_CA_FILE, verifyDelivery, WebhookReceiver } from '../../test/webhook-receiver.ts';
 import { fallbackOf } from '../config/settings.ts';
-import { EVENT_TYPES, onEventsRecorded } from '../events/store.ts';
+import { EVENT_TYPES, onEventsRecorded, recordEvent } from '../events/store.ts';
 import type { Resolver } from './destination.ts';
 import { appendAttempts } from './store.ts';
 
@@ -653,6 +653,45 @@ for (const target of testDatabases()) {
           assert.ok((await events(false)).length > 0, 'the rest wait');
         } finally {
           await hanging.close();
+          await own.stop();
+        }
+      });
+
+      test('passes that overlap never take one delivery twice', async () => {
+        const own = await startTestServer(target, { env: { TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE }, webhookResolver: resolver });
+        const sink = await new WebhookReceiver().listen();
+        try {
+          const token = (await partnerWithModes(own, 'overlap', { allow_private_webhooks: true })).live;
+          const put = await partnerApi(own, 'PUT', '/webhook', { token, body: { url: sink.url() } });
+          assert.equal(put.status, 200, put.text);
+          const { dispatcher } = own.services;
+          // Only the passes below run: the background loop is stopped.
+          await dispatcher.stop();
+          const count = 20;
+          await own.database.db.transaction().execute(async (trx) => {
+            for (let i = 0; i < count; i++) {
+              await recordEvent(trx, {
+                partnerId: 'overlap',
+                mode: 'live',
+                type: 'customer.suspended',
+                at: new Date(),
+                data: { customer_id: `c${i}`, state: 'suspended', suspended_at: new Date().toISOString(), workloads_running: 0 },
+              });
+            }
+          });
+          // Three passes at once: each reads the same pending deliveries before any is sent.
+          const claimed = await Promise.all([dispatcher.runDue(), dispatcher.runDue(), dispatcher.runDue()]);
+          await dispatcher.drain();
+          assert.equal(
+            claimed.reduce((sum, n) => sum + n, 0),
+            count,
+            `claimed ${claimed.join(' + ')}`,
+          );
+          const ids = sink.deliveries.map((d) => d.body.id);
+          assert.equal(ids.length, count, 'each delivery sent');
+          assert.equal(new Set(ids).size, count, 'none sent twice');
+        } finally {
+          await sink.close();
           await own.stop();
         }
       });
