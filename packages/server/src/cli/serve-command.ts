@@ -60,12 +60,10 @@ export function registerServeCommand(program: Command): void {
     });
     // Listening for signals before the server is up: a SIGTERM that arrives while it starts still
     // drains and closes it (the embedded database's lock is released), rather than killing it.
-    let stopping = false;
-    const stopped = new AbortController();
+    const stopping = new AbortController();
     const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      stopped.abort();
+      if (stopping.signal.aborted) return;
+      stopping.abort();
       process.stderr.write(`tenantry: ${signal} received, draining requests\n`);
       starting
         .then((server) => server.close())
@@ -85,7 +83,7 @@ export function registerServeCommand(program: Command): void {
     // the start are not held behind the collection's 70-100 ms (decisions 270, 272, 276).
     const earliest = new Promise((resolve) => setTimeout(resolve, RELEASE_AFTER_SERVING_MS).unref());
     void Promise.all([earliest, server.schemasWarmed])
-      .then(() => whenQuiet({ signal: stopped.signal }))
+      .then(() => whenQuiet({ signal: stopping.signal }))
       .then((quiet) => {
         if (!quiet) return;
         const ms = releaseStartupMemory();
