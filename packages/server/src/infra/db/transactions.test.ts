@@ -89,31 +89,38 @@ for (const target of testDatabases()) {
           locked = resolve;
         });
         let runs = 0;
-        // The other transaction: takes the shared lock, then writes the row the first one wrote.
-        const other = handle.db.transaction().execute(async (trx) => {
-          await firstInserted;
-          await sql`select id from deadlock_locks where id = 'partner' for update`.execute(trx);
-          locked();
-          // Once the first waits for the lock, this insert waits for the first: a cycle.
+        // Only the first transaction may look for the cycle: the other waits a minute before it would.
+        // The cycle is complete before the first starts to wait, so its one check, 50 ms later, always
+        // finds it, however slow the machine (a check that ran before the other waited found nothing,
+        // and then the other's own check, a second later, aborted the other instead).
+        const waitingForLock = async () => {
           for (;;) {
             const waiting = await sql<{ n: number }>`
             select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(
               handle.db,
             );
-            if ((waiting.rows[0]?.n ?? 0) > 0) break;
+            if ((waiting.rows[0]?.n ?? 0) > 0) return;
             await new Promise((resolve) => setTimeout(resolve, 5));
           }
+        };
+        // The other transaction: takes the shared lock, then writes the row the first one wrote, and waits for the first.
+        const other = handle.db.transaction().execute(async (trx) => {
+          await sql`set local deadlock_timeout = '1min'`.execute(trx);
+          await firstInserted;
+          await sql`select id from deadlock_locks where id = 'partner' for update`.execute(trx);
+          locked();
           await sql`insert into marks values ('deadlocked')`.execute(trx);
         });
         const first = retryOnDeadlock(() =>
           handle.db.transaction().execute(async (trx) => {
             runs++;
-            // This transaction finds the cycle first, so PostgreSQL aborts this one.
             await sql`set local deadlock_timeout = '50ms'`.execute(trx);
             await sql`insert into marks values ('deadlocked')`.execute(trx);
             if (runs === 1) {
               inserted();
               await otherLocked;
+              // The other now waits for this insert; asking for its lock closes the cycle.
+              await waitingForLock();
             }
             await sql`select id from deadlock_locks where id = 'partner' for update`.execute(trx);
           }),
