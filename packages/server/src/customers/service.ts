@@ -1,11 +1,20 @@
-import { type DeleteQueryBuilder, type DeleteResult, type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
+import {
+  type DeleteQueryBuilder,
+  type DeleteResult,
+  type Expression,
+  type QueryCreator,
+  type QueryResult,
+  type SqlBool,
+  sql,
+} from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
 import type { Resources } from '../capacity/resources.ts';
 import { allocationLock, allocationSave } from '../capacity/store.ts';
-import { announceRecordedEvent, boundEventInsertOf, eventValues, type NewEvent, recordEvent } from '../events/store.ts';
+import { announceRecordedEvent, boundEventInsertOf, type EventValues, eventValues, recordEvent } from '../events/store.ts';
+import type { DeliveryState } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import { retryOnDeadlock, uniqueViolation } from '../infra/db/database.ts';
 import { precompile } from '../infra/db/precompiled.ts';
@@ -39,7 +48,9 @@ import {
   findCustomerWithProjects,
   listCustomers,
   lockCustomer,
+  type StatusGuard,
   setCustomerStatus,
+  statusGuard,
   updateCustomer,
 } from './store.ts';
 
@@ -99,8 +110,24 @@ export class CustomerService {
     { concurrency: CREATES_AT_ONCE, maxBatch: CREATES_TOGETHER },
   );
 
+  /** A suspension committed alone: the status, its end of console access and its event (decisions 254, 280). */
+  readonly #suspendAlone: AloneStatement<AloneArgs & { reason: string | null }>;
+  /** A resumption (or a scheduled deletion cancelled) committed alone, with its event. */
+  readonly #resumeAlone = precompile((db: Db, a: AloneArgs) =>
+    changeAloneStatement(db, (qc) => customerStatusChange(qc, a, resumption(a.now)), a),
+  );
+
   constructor(deps: CustomerServiceDeps) {
     this.#deps = deps;
+    const { revokeConsoleAccess } = deps;
+    this.#suspendAlone = precompile((db: Db, a: AloneArgs & { reason: string | null }) =>
+      changeAloneStatement(
+        db,
+        (qc) => customerStatusChange(qc, a, suspension(a.now, a.reason)),
+        a,
+        (when) => revokeConsoleAccess(db, a.uid, when),
+      ),
+    );
   }
 
   /** How many of a partner's creates of a mode wait in this process for the next statement (decision 259). */
@@ -231,13 +258,13 @@ export class CustomerService {
     requireActiveCustomer(before, 'suspend it', this.retryAfterS);
     const running = workloadsRunning(await platform.stopWorkloads(ctx, organizationRef(before)));
     const now = tenant.now;
-    const changes = { suspended_at: now, suspension_reason: reason ?? null, updated_at: now };
-    const alone = await changeAlone(
-      db,
-      (qc) => customerStatusChange(qc, before, 'suspended', changes),
-      suspendedEvent({ ...before, ...changes }, running),
-      (when) => revokeConsoleAccess(db, before.uid, when),
-    );
+    const changes = suspension(now, reason ?? null);
+    const alone = await changeAlone(db, this.#suspendAlone, {
+      ...statusGuard(before, 'suspended'),
+      now,
+      reason: reason ?? null,
+      ...eventValues(suspendedEvent({ ...before, ...changes }, running)),
+    });
     if (alone) return suspendResult(alone, running);
     return db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
@@ -264,20 +291,13 @@ export class CustomerService {
     this.#requireResumable(before);
     const running = workloadsRunning(await platform.startWorkloads(ctx, organizationRef(before)));
     const now = tenant.now;
-    const changes = {
-      status_before_deletion: null,
-      suspended_at: null,
-      suspension_reason: null,
-      scheduled_deletion_at: null,
-      grace_days: null,
-      updated_at: now,
-    };
+    const changes = resumption(now);
     const cancels = (row: CustomerRow) => row.status === 'deletion_scheduled';
-    const alone = await changeAlone(
-      db,
-      (qc) => customerStatusChange(qc, before, 'active', changes),
-      resumedEvent(before, now, running, cancels(before)),
-    );
+    const alone = await changeAlone(db, this.#resumeAlone, {
+      ...statusGuard(before, 'active'),
+      now,
+      ...eventValues(resumedEvent(before, now, running, cancels(before))),
+    });
     if (alone) return resumeResult(alone, running, cancels(before));
     return db.transaction().execute(async (trx) => {
       const row = await this.#lock(trx, tenant, id);
@@ -687,31 +707,59 @@ function deleteResult(row: CustomerRow, operationId: string | null): DeleteCusto
 /** Deletes of another module's rows that end with a customer's change, as parts of its statement or transaction. */
 export type EndingParts = readonly DeleteQueryBuilder<Database, keyof Database, DeleteResult>[];
 
+/** What a suspension changes besides the status. */
+const suspension = (now: Date, reason: string | null) => ({ suspended_at: now, suspension_reason: reason, updated_at: now });
+
+/** What a resumption (or a scheduled deletion cancelled) changes besides the status. */
+const resumption = (now: Date) => ({
+  status_before_deletion: null,
+  suspended_at: null,
+  suspension_reason: null,
+  scheduled_deletion_at: null,
+  grace_days: null,
+  updated_at: now,
+});
+
+/** The arguments of a change of status committed alone: the customer's guard, the time, the event's values. */
+type AloneArgs = StatusGuard & EventValues & { now: Date };
+
+/** A change of status committed alone, compiled once (decision 280): see `changeAloneStatement`. */
+type AloneStatement<Args extends AloneArgs> = (
+  db: Db,
+  args: Args,
+) => Promise<QueryResult<CustomerRow & { delivery_state: DeliveryState | null }>>;
+
 /**
- * A customer's change of status committed in one statement of its own (decision 254): the change
+ * A customer's change of status in one statement of its own (decision 254): the change
  * (`customerStatusChange`, which finds the customer only while it is as the caller read it), what ends
- * with it (`ends`, each part written only with the change) and its event. Answers the changed row, or
- * undefined when the customer had changed since: then nothing was written, and the caller's transaction
- * reads it again under its lock and explains.
+ * with it (`ends`, each part written only with the change) and its event. It answers the changed row
+ * with its event's delivery state, or no row when the customer had changed since: then nothing was
+ * written. Built of bound values only: suspend and resume each compile it once (decision 280).
  */
-async function changeAlone(
+function changeAloneStatement(
   db: Db,
   change: (qc: QueryCreator<Database>) => ReturnType<typeof customerStatusChange>,
-  event: NewEvent,
+  values: EventValues,
   ends: (when: Expression<SqlBool>) => EndingParts = () => [],
-): Promise<CustomerRow | undefined> {
-  const values = eventValues(event);
+) {
   const changed = sql<SqlBool>`exists (select 1 from changed)`;
   let statement = db.with('changed', change);
   ends(changed).forEach((part, i) => {
     statement = statement.with(`ended_${i}`, () => part);
   });
-  const [row] = await statement
+  return statement
     .with('event', (qc) => boundEventInsertOf(qc, values, sql`${values.eventData}::jsonb`, changed))
     .selectFrom('changed')
     .selectAll('changed')
-    .select((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'))
-    .execute();
+    .select((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'));
+}
+
+/**
+ * Runs a change of status committed alone; answers the changed row, or undefined when the customer had
+ * changed since it was read: the caller's transaction then reads it again under its lock and explains.
+ */
+async function changeAlone<Args extends AloneArgs>(db: Db, statement: AloneStatement<Args>, args: Args): Promise<CustomerRow | undefined> {
+  const [row] = (await statement(db, args)).rows;
   if (!row) return undefined;
   const { delivery_state, ...customer } = row;
   announceRecordedEvent(delivery_state);

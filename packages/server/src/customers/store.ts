@@ -20,14 +20,14 @@ interface Owner {
   mode: KeyMode;
 }
 
+/** A partner's customer by id: before every change of one, so compiled once (decision 280). */
+const readCustomer = precompile((db: Db, a: Owner & { id: string }) =>
+  db.selectFrom('customers').selectAll().where('partner_id', '=', a.partnerId).where('mode', '=', a.mode).where('id', '=', a.id),
+);
+
 export async function findCustomer(db: Db, owner: Owner, id: string): Promise<CustomerRow | undefined> {
-  return db
-    .selectFrom('customers')
-    .selectAll()
-    .where('partner_id', '=', owner.partnerId)
-    .where('mode', '=', owner.mode)
-    .where('id', '=', id)
-    .executeTakeFirst();
+  const [row] = (await readCustomer(db, { partnerId: owner.partnerId, mode: owner.mode, id })).rows;
+  return row;
 }
 
 /**
@@ -116,20 +116,43 @@ export async function setCustomerStatus(
     .executeTakeFirstOrThrow();
 }
 
+/** What a change of status checks the customer against, as it was read (all bound values: decision 280). */
+export interface StatusGuard {
+  uid: string;
+  /** The status it was read in. */
+  from: CustomerStatus;
+  heldAt: Date | null;
+  statusBeforeDeletion: CustomerStatus | null;
+  /** The status it moves to, `CUSTOMER_STATUS.move(from, …)` (checked by the caller, as the state machine allows). */
+  to: CustomerStatus;
+}
+
+/** The guard of a change of `row` to `to`: throws when the state machine does not allow the move. */
+export function statusGuard(row: CustomerRow, to: CustomerStatus): StatusGuard {
+  return {
+    uid: row.uid,
+    from: row.status,
+    heldAt: row.held_at,
+    statusBeforeDeletion: row.status_before_deletion,
+    to: CUSTOMER_STATUS.move(row.status, to),
+  };
+}
+
 /**
  * `setCustomerStatus` as the first part of a statement that writes the change with what goes with it
- * (its event, the end of console access: decision 254), finding the customer only while it is as `row`
- * was read: the same status, hold and status before deletion (what decides whether the change is
- * allowed). No row: another change came first, and the caller's transaction reads it again and explains.
+ * (its event, the end of console access: decision 254), finding the customer only while it is as it
+ * was read (`guard`): the same status, hold and status before deletion (what decides whether the change
+ * is allowed). No row: another change came first, and the caller's transaction reads it again and
+ * explains. Every value is bound, so a statement built on it compiles once (decision 280).
  */
-export function customerStatusChange(qc: QueryCreator<Database>, row: CustomerRow, to: CustomerStatus, changes: CustomerChanges) {
+export function customerStatusChange(qc: QueryCreator<Database>, guard: StatusGuard, changes: CustomerChanges) {
   return qc
     .updateTable('customers')
-    .set({ ...changes, status: CUSTOMER_STATUS.move(row.status, to) })
-    .where('uid', '=', row.uid)
-    .where('status', '=', row.status)
-    .where(sql<boolean>`held_at is not distinct from ${row.held_at}::timestamptz`)
-    .where(sql<boolean>`status_before_deletion is not distinct from ${row.status_before_deletion}::text`)
+    .set({ ...changes, status: guard.to })
+    .where('uid', '=', guard.uid)
+    .where('status', '=', guard.from)
+    .where(sql<boolean>`held_at is not distinct from ${guard.heldAt}::timestamptz`)
+    .where(sql<boolean>`status_before_deletion is not distinct from ${guard.statusBeforeDeletion}::text`)
     .returningAll();
 }
 
