@@ -110,8 +110,18 @@ export class CustomerService {
     { concurrency: CREATES_AT_ONCE, maxBatch: CREATES_TOGETHER },
   );
 
-  /** A suspension committed alone: the status, its end of console access and its event (decisions 254, 280). */
-  readonly #suspendAlone: AloneStatement<AloneArgs & { reason: string | null }>;
+  /**
+   * A suspension committed alone: the status, its end of console access and its event (decisions 254,
+   * 280). Compiled at its first run, when the console's revocation is wired in.
+   */
+  readonly #suspendAlone = precompile((db: Db, a: SuspendArgs) =>
+    changeAloneStatement(
+      db,
+      (qc) => customerStatusChange(qc, a, suspension(a.now, a.reason)),
+      a,
+      (when) => this.#deps.revokeConsoleAccess(db, a.uid, when),
+    ),
+  );
   /** A resumption (or a scheduled deletion cancelled) committed alone, with its event. */
   readonly #resumeAlone = precompile((db: Db, a: AloneArgs) =>
     changeAloneStatement(db, (qc) => customerStatusChange(qc, a, resumption(a.now)), a),
@@ -119,15 +129,6 @@ export class CustomerService {
 
   constructor(deps: CustomerServiceDeps) {
     this.#deps = deps;
-    const { revokeConsoleAccess } = deps;
-    this.#suspendAlone = precompile((db: Db, a: AloneArgs & { reason: string | null }) =>
-      changeAloneStatement(
-        db,
-        (qc) => customerStatusChange(qc, a, suspension(a.now, a.reason)),
-        a,
-        (when) => revokeConsoleAccess(db, a.uid, when),
-      ),
-    );
   }
 
   /** How many of a partner's creates of a mode wait in this process for the next statement (decision 259). */
@@ -722,6 +723,9 @@ const resumption = (now: Date) => ({
 
 /** The arguments of a change of status committed alone: the customer's guard, the time, the event's values. */
 type AloneArgs = StatusGuard & EventValues & { now: Date };
+
+/** A suspension's arguments: those of any change committed alone, and its reason. */
+type SuspendArgs = AloneArgs & { reason: string | null };
 
 /** A change of status committed alone, compiled once (decision 280): see `changeAloneStatement`. */
 type AloneStatement<Args extends AloneArgs> = (
