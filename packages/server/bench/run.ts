@@ -181,9 +181,10 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     ]);
     await floor.stop();
     floor = undefined;
-    // (e) again, now that the server has run the burst above and the hot paths: the throughput of a
-    // server past its warm-up (as the hot paths are measured after theirs), beside the new server's
-    // above (decision 281). A partner of its own: a partner's sandbox address space holds 1,024 projects.
+    // (e) again, now that the server has run the hot paths (and, on PostgreSQL, the burst above; the
+    // embedded database's server was restarted since): the throughput of a server past its warm-up, as
+    // the hot paths are measured after theirs, beside the new server's above (decision 281). A partner
+    // of its own: a partner's sandbox address space holds 1,024 projects.
     if (!HOT_ONLY) notes.lines.push(await burstCreates(`${label}, warm server`, (await benchPartner(server, 'warm')).api, creations));
     const hot: Row[] = [
       { result: bareFloor as Result },
