@@ -9,7 +9,7 @@ import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { adjustCustomerCount } from '../partners/store.ts';
 import type { ProjectRow } from '../projects/store.ts';
-import { type Customer, toCustomer } from './schemas.ts';
+import { CUSTOMER_COLUMNS, type Customer, toCustomer } from './schemas.ts';
 import { CUSTOMER_STATUS } from './status.ts';
 import type { CustomerStatus, CustomersTable } from './tables.ts';
 
@@ -324,7 +324,7 @@ export async function listCustomers(
 ): Promise<Page<Customer>> {
   let select = db
     .selectFrom('customers')
-    .selectAll()
+    .select(CUSTOMER_COLUMNS)
     .where('partner_id', '=', owner.partnerId)
     .where('mode', '=', owner.mode)
     .orderBy('id')

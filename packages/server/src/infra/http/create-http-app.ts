@@ -13,6 +13,7 @@ import { coalesceResponseWrites } from './coalesced-writes.ts';
 import { DeferredSchemas } from './deferred-schemas.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
 import { http } from './node-http.ts';
+import { serializationSchema } from './serialization-schema.ts';
 import { installValidators } from './validation.ts';
 
 declare module 'fastify' {
@@ -164,13 +165,17 @@ export function createHttpApp(
   return Object.assign(app, { schemas });
 }
 
-/** Fastify's own serialiser compiler (fast-json-stringify), each route's serialiser compiled when first needed. */
+/**
+ * Fastify's own serialiser compiler (fast-json-stringify), each route's serialiser compiled when first
+ * needed, from the response schema with its unions of scalars written as lists of types (decision 282).
+ */
 function deferredSerializers(schemas: DeferredSchemas) {
   const selector = SerializerSelector();
   return (...args: Parameters<typeof selector>) => {
     const compile = selector(...args);
     return (route: Parameters<typeof compile>[0]) => {
-      const compiled = schemas.defer(`${route.method} ${route.url} response ${route.httpStatus}`, () => compile(route));
+      const what = `${route.method} ${route.url} response ${route.httpStatus}`;
+      const compiled = schemas.defer(what, () => compile({ ...route, schema: serializationSchema(route.schema) }));
       return (data: unknown) => compiled()(data);
     };
   };
