@@ -7,6 +7,7 @@ import { acquireEmbeddedLock } from './embedded-lock.ts';
 import { isChangedShape, prepareStatements, STATEMENT_CACHE_DEFAULT } from './named-statements.ts';
 import type { PGlitePool } from './pglite-pool.ts';
 import { runPrecompiledOnPool } from './precompiled.ts';
+import { TYPE_PARSERS } from './timestamps.ts';
 import { trackTransactions } from './transactions.ts';
 
 export interface DatabaseHandle<DB = unknown> {
@@ -98,6 +99,8 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
 function serverPool(connection: pg.PoolConfig, statementCache: number): pg.Pool {
   const pool = new pg.Pool({
     ...connection,
+    // `timestamptz` parsed without a regular expression (decision 283).
+    types: TYPE_PARSERS,
     // Fail fast when the server is unreachable: requests answer 503 instead of hanging.
     connectionTimeoutMillis: 2_000,
     idleTimeoutMillis: 30_000,
