@@ -196,15 +196,16 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     ];
     if (HOT_ONLY) return hot;
 
-    // (f) 100,000 customers, written straight into the database while the server is stopped (the
-    // embedded database belongs to one process), then the first page and a page 90% deep.
+    // (f) LIST_SIZE customers (100,000; BENCH_LIST_SIZE=1000000 for the issue's million), written straight
+    // into the database while the server is stopped (the embedded database belongs to one process), then
+    // the first page and a page 90% deep.
     await server.stop();
-    await seedCustomers(env, 100_000);
+    await seedCustomers(env, LIST_SIZE);
     server = await spawnServe(serveEnv, { keepOutput: false });
     token = await partnerToken(server, first);
     let cursor: string | null = null;
     let walked = 0;
-    while (walked < 90_000) {
+    while (walked < LIST_SIZE * 0.9) {
       const page = (await (await api('GET', `/customers?limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`)).json()) as {
         data: unknown[];
         pagination: { next_cursor: string | null };
@@ -219,7 +220,7 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     const pageLoad = { connections: 8, headers: { authorization: `Bearer ${token}` } };
     const [firstPage, deepPage] = (await loadInterleaved([
       {
-        name: `${label}: (f) first page of 100k`,
+        name: `${label}: (f) first page of ${LIST_SIZE / 1000}k`,
         pid: server.child.pid ?? 0,
         options: { ...pageLoad, url: `${server.partnerUrl}/api/public/v1/customers?limit=200` },
       },
@@ -247,7 +248,7 @@ async function seedCustomers(env: Record<string, string>, count: number): Promis
     await sql`
       insert into customers (uid, platform_scope, partner_id, mode, id, external_id, display_name, status, plan_id,
                              organization, owner_username, owner_email, created_at, updated_at)
-      select 'cus_seed' || g, 'live', 'bench', 'live', 'seed-' || lpad(g::text, 6, '0'), 'crm-' || g, null, 'active', 'standard',
+      select 'cus_seed' || g, 'live', 'bench', 'live', 'seed-' || lpad(g::text, ${String(count).length}, '0'), 'crm-' || g, null, 'active', 'standard',
              'bench-seed-' || g,
              'owner', 'owner@seed-' || g || '.example', now(), now()
       from generate_series(1, ${count}) as g`.execute(handle.db);
@@ -324,6 +325,10 @@ process.stdout.write(
 // other revisions (BENCH_VERSIONS), head to head.
 const only = process.env.BENCH_ONLY;
 const HOT_ONLY = only === 'hot';
+/** The customers the list part seeds (BENCH_LIST_SIZE). */
+const LIST_SIZE = Number(process.env.BENCH_LIST_SIZE ?? 100_000);
+if (!Number.isInteger(LIST_SIZE) || LIST_SIZE < 1_000)
+  throw new Error(`BENCH_LIST_SIZE must be a whole number of at least 1000, not ${process.env.BENCH_LIST_SIZE}`);
 // BENCH_DATABASES=pglite or postgres runs the api, webhooks and images parts on one database.
 const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
 const rows: Row[] = [];
