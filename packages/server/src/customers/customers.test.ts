@@ -179,6 +179,21 @@ for (const target of testDatabases()) {
         page2.body.data.map((c) => c.id),
         ['l-d'],
       );
+      // CONTRACT §4: a list item is the customer `GET /customers/{id}` answers, without its projects
+      // (the list reads fewer columns and its serialiser writes nullable fields by type: decision 282).
+      const readWithoutProjects = async (id: string) => {
+        const { projects: _, ...customer } = (
+          await partnerApi<{ data: Record<string, unknown> }>(server, 'GET', `/customers/${id}`, { token: p.live })
+        ).body.data;
+        return customer;
+      };
+      const readSuspended = await readWithoutProjects('l-d');
+      assert.equal(typeof readSuspended.suspended_at, 'string', 'its nullable fields hold values');
+      assert.deepEqual(page2.body.data[0], readSuspended);
+      assert.deepEqual(
+        page1.body.data.find((c) => c.id === 'l-b'),
+        await readWithoutProjects('l-b'),
+      );
       assert.equal(page2.body.pagination.next_cursor, null);
       const filtered = await partnerApi<{ data: { id: string }[] }>(server, 'GET', '/customers?external_id=crm-b', { token: p.live });
       assert.deepEqual(

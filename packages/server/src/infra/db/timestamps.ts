@@ -53,17 +53,11 @@ export function parseUtcTimestamp(text: string): Date | undefined {
   if (month < 0 || day < 0 || hour < 0 || minute < 0 || second < 0) return undefined;
   let ms = 0;
   if (length > 22) {
-    if (text.charCodeAt(19) !== 46) return undefined;
+    // 1–6 digits after the dot: the first three are the milliseconds, the rest is cut.
     const fraction = length - 23;
-    for (let i = 0; i < 3; i++) {
-      const digit = i < fraction ? text.charCodeAt(20 + i) - ZERO : 0;
-      if (digit < 0 || digit > 9) return undefined;
-      ms = ms * 10 + digit;
-    }
-    for (let i = 3; i < fraction; i++) {
-      const digit = text.charCodeAt(20 + i) - ZERO;
-      if (digit < 0 || digit > 9) return undefined;
-    }
+    if (text.charCodeAt(19) !== 46 || digits(text, 20, fraction) < 0) return undefined;
+    const kept = Math.min(fraction, 3);
+    ms = digits(text, 20, kept) * 10 ** (3 - kept);
   }
   return new Date(Date.UTC(year, month - 1, day, hour, minute, second, ms));
 }
