@@ -9,6 +9,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * the database, created exclusively, naming the process that holds it. A lock left by a
  * process that died (kill -9, a crash, a container restart) is detected from the process
  * table and taken over; two processes taking over at once are serialised by a second file.
+ *
+ * A lock the kernel drops with its holder (flock, fcntl) would need no process table, but Node
+ * has no API for one, and the packages that add it build native code. So a holder counts as
+ * dead when its pid is gone, when the pid now belongs to a process started at another time, or
+ * when it is a zombie: a process killed with its parent (kill -9 of a process group) stays in
+ * the table, holding nothing, until someone reaps it, and a supervisor restarts in that window.
  */
 export interface LockHolder {
   pid: number;
@@ -136,16 +142,27 @@ function isAlive(holder: LockHolder): boolean {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
   }
-  const ticks = startTicks(holder.pid);
-  return !(ticks !== null && holder.startTicks !== null && ticks !== holder.startTicks);
+  const stat = procStat(holder.pid);
+  // With /proc there, a pid it no longer lists has just exited; without /proc nothing more is known.
+  if (stat === null) return procStat(process.pid) === null;
+  // Z: exited, not yet reaped; X: being removed. Neither runs code or holds the database's files.
+  if (stat.state === 'Z' || stat.state === 'X' || stat.state === 'x') return false;
+  return !(holder.startTicks !== null && stat.startTicks !== holder.startTicks);
 }
 
-/** Field 22 of /proc/<pid>/stat: when the process started. null where /proc is not there. */
+/** When the process started, in clock ticks since boot (Linux); null where /proc is not there. */
 function startTicks(pid: number): string | null {
+  return procStat(pid)?.startTicks ?? null;
+}
+
+/** Fields 3 (state) and 22 (start time) of /proc/<pid>/stat; null where /proc is not there or the pid is gone. */
+function procStat(pid: number): { state: string; startTicks: string } | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold spaces and parentheses: count fields after its closing one.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const [state, ticks] = [fields[0], fields[19]];
+    return state === undefined || ticks === undefined ? null : { state, startTicks: ticks };
   } catch {
     return null;
   }
