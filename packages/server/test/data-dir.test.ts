@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -103,6 +103,51 @@ describe('the data directory', () => {
     const urls = { partnerUrl: second.partnerUrl, operatorUrl: second.operatorUrl, operatorToken };
     assert.equal((await exchange(urls, key)).status, 200, 'the key issued before the kill works');
     assert.equal(await second.stop('SIGTERM'), 0);
+  });
+
+  test("a used data directory's key is never replaced: a missing or wrong key is refused, naming where it came from", async () => {
+    const dataDir = newDataDir();
+    const first = await spawnServe({ TENANTRY_DATA_DIR: dataDir });
+    assert.equal(await first.stop('SIGTERM'), 0);
+    const keyFile = join(dataDir, 'secret-key');
+    const key = readFileSync(keyFile, 'utf8');
+    const refusal = async (env: Record<string, string>) => {
+      const result = await runCli(['serve'], {
+        TENANTRY_DATA_DIR: dataDir,
+        TENANTRY_LISTEN: '127.0.0.1:0',
+        TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
+        ...env,
+      });
+      assert.equal(result.code, 2, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      return result.stderr;
+    };
+
+    rmSync(keyFile);
+    const missing = await refusal({});
+    assert.match(missing, /^tenantry: cannot start: TENANTRY_DATA_DIR: /);
+    assert.ok(missing.includes(`the secret key file ${keyFile} is missing`), missing);
+    assert.equal(existsSync(keyFile), false, 'no new key is written beside sealed secrets');
+
+    const other = `${'c3'.repeat(32)}\n`;
+    writeFileSync(keyFile, other, { mode: 0o600 });
+    const wrongFile = await refusal({});
+    assert.match(wrongFile, /^tenantry: cannot start: TENANTRY_DATA_DIR: /);
+    assert.ok(wrongFile.includes(keyFile), wrongFile);
+    assert.doesNotMatch(wrongFile, /TENANTRY_SECRET_KEY/);
+    assert.equal(readFileSync(keyFile, 'utf8'), other, 'the file is left as it was');
+    const mounted = join(dataDir, '..', 'mounted-key');
+    writeFileSync(mounted, other, { mode: 0o600 });
+    const wrongMounted = await refusal({ TENANTRY_SECRET_KEY_FILE: mounted });
+    assert.match(wrongMounted, /^tenantry: cannot start: TENANTRY_SECRET_KEY_FILE: /);
+    assert.ok(wrongMounted.includes(mounted), wrongMounted);
+    const wrongVariable = await refusal({ TENANTRY_SECRET_KEY: other.trim() });
+    assert.match(wrongVariable, /^tenantry: cannot start: TENANTRY_SECRET_KEY: .*sealed with secret key/);
+    assert.ok(!wrongVariable.includes(keyFile), wrongVariable);
+
+    writeFileSync(keyFile, key, { mode: 0o600 });
+    const restored = await spawnServe({ TENANTRY_DATA_DIR: dataDir });
+    assert.equal(await restored.stop('SIGTERM'), 0, 'the right key opens it again');
   });
 
   test('secret-key rotate puts a new key first; the next start seals everything with it, and the old key can then go', async () => {

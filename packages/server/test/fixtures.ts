@@ -4,6 +4,7 @@ import { Type } from 'typebox';
 import type { Services } from '../src/app/services.ts';
 import { principalOf } from '../src/auth/authenticate.ts';
 import { ApiError, notFound } from '../src/infra/errors/catalogue.ts';
+import { answerWith } from '../src/infra/idempotency/answer.ts';
 import { PageQuery, toPage } from '../src/infra/pagination/cursor.ts';
 
 /**
@@ -19,6 +20,10 @@ export interface FixtureControl {
   slowStarted: Promise<void>;
   /** Resolves when the next such request (after this call) reaches its handler, past authentication and idempotency. */
   nextSlowStart(): Promise<void>;
+  /** Resolves when a `POST /test-fixtures/effects-then-hang` request has committed its effect (it then answers nothing until released). */
+  nextHangAfterCommit(): Promise<void>;
+  /** Ends the hanging requests with an error, as a process would that died after its commit. */
+  releaseHung(): void;
 }
 
 export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Services }>; control: FixtureControl } {
@@ -31,7 +36,14 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
     started = resolve;
   });
   let waiting: (() => void)[] = [];
+  let committedWaiting: (() => void)[] = [];
+  let hung: (() => void)[] = [];
   const control: FixtureControl = {
+    releaseHung: () => {
+      for (const end of hung) end();
+      hung = [];
+    },
+    nextHangAfterCommit: () => new Promise<void>((resolve) => committedWaiting.push(resolve)),
     releaseSlow: () => {
       release();
       gate = new Promise<void>((resolve) => {
@@ -55,16 +67,39 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
       { name: Type.String({ minLength: 1, maxLength: 40 }), note: Type.Optional(Type.String()) },
       { additionalProperties: false },
     );
-    app.post('/test-fixtures/effects', { config: { scope: 'customers:write' }, schema: { body: EffectBody } }, async (request, reply) => {
+    const EffectAnswer = {
+      201: Type.Object({ status: Type.Literal('success'), data: Type.Object({ id: Type.Number(), name: Type.String() }) }),
+    };
+    /** A command as the modules write them: the effect and the idempotent answer in one transaction. */
+    const effect = (request: Parameters<typeof principalOf>[0] & { body: unknown }) => {
       const { claims } = principalOf(request);
       const body = request.body as { name: string };
-      const row = await sql<{
-        id: number;
-      }>`insert into fixture_effects (partner_id, mode, name) values (${claims.partnerId}, ${claims.mode}, ${body.name}) returning id`.execute(
-        db,
-      );
-      return reply.code(201).send({ status: 'success', data: { id: row.rows[0]?.id, name: body.name } });
-    });
+      return db.transaction().execute(async (trx) => {
+        const row = await sql<{
+          id: number;
+        }>`insert into fixture_effects (partner_id, mode, name) values (${claims.partnerId}, ${claims.mode}, ${body.name}) returning id`.execute(
+          trx,
+        );
+        return answerWith(trx, { id: Number(row.rows[0]?.id), name: body.name });
+      });
+    };
+    app.post(
+      '/test-fixtures/effects',
+      { config: { scope: 'customers:write' }, schema: { body: EffectBody, response: EffectAnswer } },
+      async (request, reply) => reply.code(201).send({ status: 'success', data: await effect(request) }),
+    );
+    // The process dies (as far as the client can tell) between the commit and the answer.
+    app.post(
+      '/test-fixtures/effects-then-hang',
+      { config: { scope: 'customers:write' }, schema: { body: EffectBody, response: EffectAnswer } },
+      async (request) => {
+        await effect(request);
+        for (const resolve of committedWaiting) resolve();
+        committedWaiting = [];
+        await new Promise<void>((resolve) => hung.push(resolve));
+        throw new Error('the fixture died after its commit');
+      },
+    );
 
     app.post('/test-fixtures/slow', { config: { scope: 'customers:write' } }, async () => {
       started();
@@ -97,7 +132,8 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
       const query = request.query as { color?: string; limit?: number; cursor?: string };
       const limit = query.limit ?? 50;
       const filters = { color: query.color };
-      const after = query.cursor ? String(services.cursors.decode(query.cursor, list, filters)[0]) : '';
+      const cursors = services.cursors.scoped(claims);
+      const after = query.cursor ? String(cursors.decode(query.cursor, list, filters)[0]) : '';
       const rows = await sql<{ name: string; color: string }>`select name, color from fixture_items
         where partner_id = ${claims.partnerId} and mode = ${claims.mode}
           and (${query.color ?? null}::text is null or color = ${query.color ?? null})
@@ -109,7 +145,7 @@ export function fixtureRoutes(): { routes: FastifyPluginAsync<{ services: Servic
           rows.rows,
           limit,
           (r) => r,
-          (last) => services.cursors.encode(list, filters, [last.name]),
+          (last) => cursors.encode(list, filters, [last.name]),
         ),
       };
     };

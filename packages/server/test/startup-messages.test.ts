@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,6 +59,40 @@ test('a partner port in use says so and how to pick another; so does the operato
     const operator = await serveFails({ TENANTRY_OPERATOR_LISTEN: busy.address, TENANTRY_SANDBOX_DELAY_MS: '0' });
     assert.match(operator, /^tenantry: cannot start: TENANTRY_OPERATOR_LISTEN: 127\.0\.0\.1:\d+ is already in use/);
     assert.match(operator, /choose another with TENANTRY_OPERATOR_LISTEN or --operator-listen/);
+  } finally {
+    busy.server.close();
+  }
+});
+
+test('a port in use is refused before the database is made: no data directory is left behind', async () => {
+  const busy = await occupy();
+  const free = await closedPort();
+  try {
+    for (const [variable, flag, env, args] of [
+      ['TENANTRY_LISTEN', '--listen', { TENANTRY_LISTEN: busy.address }, []],
+      ['TENANTRY_OPERATOR_LISTEN', '--operator-listen', {}, ['--operator-listen', busy.address]],
+      // One port for both, every address and loopback: the operator's cannot have it.
+      [
+        'TENANTRY_OPERATOR_LISTEN',
+        '--operator-listen',
+        { TENANTRY_LISTEN: `0.0.0.0:${free}`, TENANTRY_OPERATOR_LISTEN: `127.0.0.1:${free}` },
+        [],
+      ],
+    ] as const) {
+      const dataDir = join(mkdtempSync(join(tmpdir(), 'tenantry-startup-')), 'data');
+      const result = await runCli(['serve', ...args], {
+        TENANTRY_LISTEN: '127.0.0.1:0',
+        TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
+        TENANTRY_DATA_DIR: dataDir,
+        ...env,
+      });
+      assert.equal(result.code, 2, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(result.stderr, new RegExp(`^tenantry: cannot start: ${variable}: 127\\.0\\.0\\.1:\\d+ is already in use`));
+      assert.ok(result.stderr.includes(`choose another with ${variable} or ${flag}`), result.stderr);
+      assert.equal(existsSync(dataDir), false, `${JSON.stringify({ env, args })}: no data directory (nor database) is made`);
+      rmSync(join(dataDir, '..'), { recursive: true, force: true });
+    }
   } finally {
     busy.server.close();
   }

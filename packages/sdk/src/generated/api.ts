@@ -506,6 +506,9 @@ export interface Api {
     };
     testAdvanceClock: {
       body: {
+        /**
+         * How far to move the test clock: at most 10 × 366 days in one call, and never past 3155760000 seconds (36,525 days, 100 years) ahead of real time (400 VALIDATION_ERROR on `seconds`, with `max_offset_seconds`, `offset_seconds` and `max_seconds` in details; `POST /test-helpers/clock/reset` puts the clock back).
+         */
         seconds: number;
       };
       response: {
@@ -552,6 +555,21 @@ export interface Api {
           customer_id: string | null;
           project: string | null;
           count: number;
+        };
+      };
+    };
+    testResetClock: {
+      response: {
+        status: 'success';
+        data: {
+          /**
+           * The partner's test clock after the move.
+           */
+          now: string;
+          /**
+           * How far the test clock runs ahead of real time.
+           */
+          offset_seconds: number;
         };
       };
     };
@@ -1388,6 +1406,7 @@ export const OPERATIONS = {
   suspendCustomer: { method: 'POST', path: '/customers/{id}/suspend' },
   testAdvanceClock: { method: 'POST', path: '/test-helpers/clock/advance' },
   testInjectFailure: { method: 'POST', path: '/test-helpers/failures' },
+  testResetClock: { method: 'POST', path: '/test-helpers/clock/reset' },
   testSetRequiredActions: { method: 'PUT', path: '/test-helpers/customers/{id}/users/{username}/required-actions' },
   testSetWorkloads: { method: 'PUT', path: '/test-helpers/customers/{id}/workloads' },
   testWebhook: { method: 'POST', path: '/webhook/test' },

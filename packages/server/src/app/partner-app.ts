@@ -77,7 +77,7 @@ export async function buildPartnerApp(services: Services, logger: Logger, extraR
   await app.register(
     async (api) => {
       await api.register(authenticatePlugin, { auth: services.auth });
-      await api.register(idempotencyPlugin, { db: database.db, clock });
+      await api.register(idempotencyPlugin, { db: database.db, clock, exclusive: database.embedded });
       await api.register(authRoutes, { auth: services.auth });
       await api.register(customerRoutes, { services });
       await api.register(projectRoutes, { services });

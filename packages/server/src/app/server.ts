@@ -13,18 +13,20 @@ import { startUpkeep } from '../infra/db/upkeep.ts';
 import type { DeferredSchemas, WarmUp } from '../infra/http/deferred-schemas.ts';
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
-import { loadSecretKeys } from '../infra/secrets/secret-key.ts';
+import { createDataDirKey, loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { keepTickShape } from '../infra/tick-shape.ts';
 import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
+import { findOverlappingPrefixes } from '../partners/prefixes.ts';
 import type { Platform } from '../platform/platform.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import type { Resolver } from '../webhooks/destination.ts';
 import { type AppDatabase as DatabaseHandle, migrate, openAppDatabase } from './database.ts';
+import { listenStartupError } from './listeners.ts';
 import { type MadeApart, makeNewEmbeddedDatabaseApart } from './new-embedded-database.ts';
 import { buildPartnerApp, type PartnerRoute } from './partner-app.ts';
 import { createServices, type Services } from './services.ts';
-import { databaseStartupError, listenStartupError } from './startup-errors.ts';
+import { databaseStartupError } from './startup-errors.ts';
 
 export interface RunningServer {
   services: Services;
@@ -132,7 +134,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const { repaired } = prepareDataDir(config.dataDir, { fix: config.fixPermissions });
     if (repaired > 0) logger.warn({ data_dir: config.dataDir, entries: repaired }, 'data directory made owner-only');
   }
-  const secretKeys = loadSecretKeys(config);
+  const configuredKeys = loadSecretKeys(config);
   const embeddedDir = join(config.dataDir, 'db');
   let madeApart: string[] = [];
   if (options.database === undefined && config.databaseUrl === undefined) {
@@ -163,9 +165,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     if (applied.length > 0) logger.info({ migrations: applied }, 'database migrated');
     // A migration rewrites files of the embedded database (relation caches); opening it was secured above.
     if (applied.length > 0) database.secureFiles();
+    // A data directory without a key file gets one only if the database has sealed nothing yet.
+    const secretKeys = configuredKeys ?? (await createDataDirKey(database.db, config.dataDir));
     const services = await createServices({
       database,
       secretBox: secretKeys.box,
+      secretKeyOrigin: secretKeys.origin,
       clock,
       logger,
       partnerCacheMs: config.partnerCacheMs,
@@ -182,6 +187,15 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       osImagesSource: await catalogueSourceFor(config),
       eventStreams: options.eventStreams,
     });
+    // Prefixes that overlap (left by an earlier version) stay usable: the organization's unique name keeps one
+    // partner off another's, but the later create answers 409 for an id that partner does not have. Told, not
+    // refused: most of their creates never meet, and only the operator can choose a new prefix.
+    const overlapping = await findOverlappingPrefixes(database.db);
+    if (overlapping.length > 0)
+      logger.warn(
+        { overlapping },
+        "customer prefixes overlap: two partners' customers can need one platform name, and the later create is refused as if the id were taken; give one partner of each pair another prefix (tenantry partners update <id> --customer-prefix <prefix>; it names new customers only)",
+      );
     // The catalogue is read before serving (a read is bounded by its timeout), then every 30 s.
     await services.images.refresh();
     services.images.start();

@@ -20,6 +20,7 @@ import type { Clock } from '../infra/clock.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createLocalRateLimiter, createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { SecretBox } from '../infra/secrets/secret-box.ts';
+import type { SecretKeyOrigin } from '../infra/secrets/secret-key.ts';
 import { loadServerSecrets } from '../infra/secrets/server-secrets.ts';
 import { OperationEngine } from '../operations/engine.ts';
 import { OperationService } from '../operations/service.ts';
@@ -45,6 +46,8 @@ export interface ServiceOptions {
   database: DatabaseHandle;
   /** Seals and opens secrets at rest, with the key kept outside the database. */
   secretBox: SecretBox;
+  /** Where its keys came from: a key that does not open the database's secrets names it. */
+  secretKeyOrigin?: SecretKeyOrigin | undefined;
   clock: Clock;
   logger: Logger;
   partnerCacheMs: number;
@@ -110,7 +113,7 @@ export interface Services {
 export async function createServices(options: ServiceOptions): Promise<Services> {
   const { database, clock } = options;
   const { db, embedded } = database;
-  const secrets = await loadServerSecrets(db, options.secretBox);
+  const secrets = await loadServerSecrets(db, options.secretBox, options.secretKeyOrigin);
   const resealed = await resealWebhookSecrets(db, options.secretBox);
   if (resealed > 0)
     options.logger.info({ webhooks: resealed, key_id: options.secretBox.activeKeyId }, 'webhook secrets sealed with the active key');

@@ -1,5 +1,6 @@
-import { ConfigError, type HostPort } from '../config/config.ts';
+import { ConfigError } from '../config/config.ts';
 import { isDatabaseUnavailable } from '../infra/db/database.ts';
+import { errorCode } from './listeners.ts';
 
 /**
  * Start-up failures a person can fix by changing a setting, said as one line that names the setting
@@ -24,14 +25,6 @@ export function redactUrl(raw: string): string {
   }
 }
 
-function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code === 'string') return code;
-  // Node reports a refused connection to every address of a name as an AggregateError.
-  const first = (error as { errors?: unknown[] } | undefined)?.errors?.[0];
-  return first === undefined ? undefined : errorCode(first);
-}
-
 /** The database could not be opened or migrated: which setting to look at, or undefined. */
 export function databaseStartupError(error: unknown, databaseUrl: string | undefined, dataDir: string): ConfigError | undefined {
   const code = errorCode(error);
@@ -53,29 +46,4 @@ export function databaseStartupError(error: unknown, databaseUrl: string | undef
     );
   }
   return undefined;
-}
-
-const LISTENERS = {
-  partner: { variable: 'TENANTRY_LISTEN', flag: '--listen', what: 'the partner API' },
-  operator: { variable: 'TENANTRY_OPERATOR_LISTEN', flag: '--operator-listen', what: 'the operator API' },
-} as const;
-
-/** A listener could not bind: the address in use, not allowed, or not on this machine. */
-export function listenStartupError(error: unknown, listener: keyof typeof LISTENERS, address: HostPort): ConfigError | undefined {
-  const { variable, flag, what } = LISTENERS[listener];
-  const shown = `${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
-  const choose = `choose another with ${variable} or ${flag} (for example ${flag} ${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port + 10})`;
-  switch (errorCode(error)) {
-    case 'EADDRINUSE':
-      return new ConfigError(variable, `${shown} is already in use (another tenantry serve, or another program) for ${what}; ${choose}`);
-    case 'EACCES':
-      return new ConfigError(variable, `${shown}: permission denied (ports below 1024 need privileges) for ${what}; ${choose}`);
-    case 'EADDRNOTAVAIL':
-      return new ConfigError(variable, `${address.host} is not an address of this machine; ${choose}`);
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-      return new ConfigError(variable, `host ${address.host} does not resolve; ${choose}`);
-    default:
-      return undefined;
-  }
 }

@@ -1,6 +1,6 @@
 import type { Db } from '../app/database.ts';
 import { newId } from '../infra/ids.ts';
-import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import type { AuditEntry } from './schemas.ts';
 
@@ -35,7 +35,7 @@ export async function writeAudit(trx: Db, record: AuditRecord): Promise<void> {
 
 export async function listAudit(
   db: Db,
-  cursors: CursorCodec,
+  cursors: ScopedCursors,
   query: { partner?: string | undefined; limit: number; cursor?: string | undefined },
 ): Promise<Page<AuditEntry>> {
   const filters = { partner: query.partner };

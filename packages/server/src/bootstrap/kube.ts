@@ -4,7 +4,7 @@ import {
   BatchV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  KubeConfig,
+  type KubeConfig,
   PatchStrategy,
   setHeaderOptions,
   type V1ConfigMap,
@@ -15,6 +15,7 @@ import {
   type V1Pod,
   type V1Service,
 } from '@kubernetes/client-node';
+import { KubeconfigError, loadKubeConfig as loadClusterConfig } from '../platform/kubernetes/kubeconfig.ts';
 import { BootstrapError, EXIT } from './output.ts';
 
 /** The HTTP status of a failed call (0 for a network error). */
@@ -45,23 +46,14 @@ export function unreadable(what: string, error: unknown): BootstrapError {
   return new BootstrapError(`cannot read ${what}: ${describe(error)}`, EXIT.clusterUnreadable);
 }
 
-/** `--kubeconfig`, then KUBECONFIG / ~/.kube/config, then the in-cluster service account; `--context` picks one. */
+/** The cluster the command talks to (`--kubeconfig`, KUBECONFIG, ~/.kube/config, in-cluster); none found is bad input (2). */
 export function loadKubeConfig(options: { kubeconfig?: string; context?: string }): KubeConfig {
-  const kubeConfig = new KubeConfig();
   try {
-    if (options.kubeconfig) kubeConfig.loadFromFile(options.kubeconfig);
-    else kubeConfig.loadFromDefault();
+    return loadClusterConfig(options);
   } catch (error) {
-    throw new BootstrapError(`cannot load the kubeconfig: ${(error as Error).message}`, EXIT.badInput);
+    if (error instanceof KubeconfigError) throw new BootstrapError(error.message, EXIT.badInput);
+    throw error;
   }
-  if (options.context) {
-    if (!kubeConfig.getContexts().some((c) => c.name === options.context))
-      throw new BootstrapError(`the kubeconfig has no context "${options.context}"`, EXIT.badInput);
-    kubeConfig.setCurrentContext(options.context);
-  }
-  if (!kubeConfig.getCurrentCluster())
-    throw new BootstrapError('no Kubernetes cluster configured (--kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster)', EXIT.badInput);
-  return kubeConfig;
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

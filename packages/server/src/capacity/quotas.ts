@@ -3,6 +3,7 @@ import { organizationRef } from '../customers/lifecycle.ts';
 import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
 import { recordEvent } from '../events/store.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import { answerWith } from '../infra/idempotency/answer.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { assertGpuReduction, assertGrantable, assertPerCustomer, assertPoolFits, assertProjectCaps } from './checks.ts';
@@ -122,7 +123,7 @@ export class QuotaService {
   async put(tenant: Tenant, id: string, request: PutQuotaRequest): Promise<Quota> {
     const settings = await capacitySettings(this.#db, tenant.partnerId);
     assertGrantable(request.quota, settings.gpuProfiles);
-    const updated = await this.#change(tenant, id, settings, (row) => {
+    return this.#change(tenant, id, settings, toQuota, (row) => {
       if (row.quota_revision !== request.revision) {
         throw new ApiError(
           'CONFLICT',
@@ -135,7 +136,6 @@ export class QuotaService {
       // Omitted caps stay as they are (and must still fit the new quota).
       return { quota: normalize(request.quota), caps: request.project_caps ?? row.project_caps };
     });
-    return toQuota(updated);
   }
 
   /** Sets the plan and replaces the quota with the plan's (next revision); project caps stay and must fit. */
@@ -143,8 +143,13 @@ export class QuotaService {
     const settings = await capacitySettings(this.#db, tenant.partnerId);
     const plan = await assignablePlan(this.#db, settings, planId);
     assertGrantable(plan.quota, settings.gpuProfiles);
-    const updated = await this.#change(tenant, id, settings, (row) => ({ quota: normalize(plan.quota), caps: row.project_caps, plan }));
-    return { customer_id: updated.id, plan_id: updated.plan_id, plan: toPlan(plan) };
+    return this.#change(
+      tenant,
+      id,
+      settings,
+      (updated) => ({ customer_id: updated.id, plan_id: updated.plan_id, plan: toPlan(plan) }),
+      (row) => ({ quota: normalize(plan.quota), caps: row.project_caps, plan }),
+    );
   }
 
   async #read(tenant: Tenant, id: string): Promise<CustomerRow> {
@@ -156,9 +161,16 @@ export class QuotaService {
   /**
    * One quota change, in one transaction, locking the customer and then the
    * partner's capacity lock (waiting at most CAPACITY_LOCK_WAIT_MS, else BUSY). The customer's quota,
-   * the pool's allocation and the events commit together, so `allocated` is always the sum.
+   * the pool's allocation, the events and the request's answer (`answer` of the changed customer)
+   * commit together, so `allocated` is always the sum.
    */
-  async #change(tenant: Tenant, id: string, settings: CapacitySettings, decide: (row: CustomerRow) => Change): Promise<CustomerRow> {
+  async #change<T>(
+    tenant: Tenant,
+    id: string,
+    settings: CapacitySettings,
+    answer: (updated: CustomerRow) => T,
+    decide: (row: CustomerRow) => Change,
+  ): Promise<T> {
     // The platform is asked about GPU usage before the transaction, never while it holds locks (a
     // platform call may take seconds; on PGlite the one connection would wait on itself). What it
     // consumes (a test-mode failure) stays consumed when the change is refused.
@@ -201,7 +213,7 @@ export class QuotaService {
       const event = { partnerId: tenant.partnerId, mode: tenant.mode, at: tenant.now };
       await recordEvent(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(updated) } });
       if (plan) await recordEvent(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
-      return updated;
+      return answerWith(trx, answer(updated));
     });
     // The platform applies the new quota after the commit (an organization's plan and the quota objects it derives).
     this.#changed();

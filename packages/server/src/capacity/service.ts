@@ -30,7 +30,7 @@ export class CapacityService {
   /** `GET /catalog/plans`: the plans the partner may assign, by id. */
   async catalog(tenant: Tenant, query: { limit: number; cursor?: string | undefined }): Promise<Page<Plan>> {
     const settings = await capacitySettings(this.#db, tenant.partnerId);
-    const filters = { partner: tenant.partnerId };
+    const cursors = this.#cursors.scoped(tenant);
     let select = this.#db
       .selectFrom('plans')
       .selectAll()
@@ -39,11 +39,11 @@ export class CapacityService {
     if (settings.plans.length === 0) return { data: [], pagination: { next_cursor: null, limit: query.limit } };
     select = select.where('id', 'in', settings.plans);
     if (query.cursor !== undefined) {
-      const [last] = this.#cursors.decode(query.cursor, 'plan-catalog', filters);
+      const [last] = cursors.decode(query.cursor, 'plan-catalog', {});
       select = select.where('id', '>', String(last));
     }
     const rows = await select.execute();
-    return toPage(rows, query.limit, toPlan, (row) => this.#cursors.encode('plan-catalog', filters, [row.id]));
+    return toPage(rows, query.limit, toPlan, (row) => cursors.encode('plan-catalog', {}, [row.id]));
   }
 
   /** `GET /capacity`: the pool of the token's mode, the per-customer maximum and the grantable profiles. */

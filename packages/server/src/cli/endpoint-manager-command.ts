@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Command } from 'commander';
 import { CliError } from './operator-client.ts';
 
@@ -36,18 +37,16 @@ export function registerEndpointManagerCommand(program: Command): void {
       const leaseNamespace = flags.leaseNamespace ?? process.env.POD_NAMESPACE ?? flags.namespace[0];
       if (!leaseNamespace) throw new CliError('--lease-namespace is required when neither POD_NAMESPACE nor --namespace is set', 2);
       // Loaded on demand: the Kubernetes client is not needed by the other commands.
-      const { KubeConfig } = await import('@kubernetes/client-node');
+      const { KubeconfigError, loadKubeConfig } = await import('../platform/kubernetes/kubeconfig.ts');
       const { EndpointManager } = await import('../platform-endpoints/manager.ts');
       const { serveManagerHttp } = await import('../platform-endpoints/http.ts');
-      const kubeConfig = new KubeConfig();
+      let kubeConfig: KubeConfig;
       try {
-        if (flags.kubeconfig) kubeConfig.loadFromFile(flags.kubeconfig);
-        else kubeConfig.loadFromDefault();
+        kubeConfig = loadKubeConfig({ kubeconfig: flags.kubeconfig });
       } catch (error) {
-        throw new CliError(`cannot load the kubeconfig: ${(error as Error).message}`, 2);
+        if (error instanceof KubeconfigError) throw new CliError(error.message, 2);
+        throw error;
       }
-      if (!kubeConfig.getCurrentCluster())
-        throw new CliError('no Kubernetes cluster configured (kubeconfig or in-cluster service account)', 2);
       const identity = flags.identity ?? process.env.POD_NAME ?? hostname();
       const log = (message: string) =>
         process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), component: 'endpoint-manager', msg: message })}\n`);

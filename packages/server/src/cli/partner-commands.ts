@@ -45,7 +45,7 @@ function settingsFlags(command: Command): Command {
     .option('--grace-days <n>', 'default grace period of a scheduled deletion')
     .option(
       '--customer-prefix <prefix>',
-      "the partner's customers are <prefix>-<customer id> on the platform (default: the id, cut to 22 characters)",
+      "the partner's customers are <prefix>-<customer id> on the platform: at most 16 characters, overlapping no other partner's (default: the id, cut to 16)",
     )
     .option('--json', 'print JSON');
 }

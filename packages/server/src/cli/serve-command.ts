@@ -37,6 +37,13 @@ export function registerServeCommand(program: Command): void {
         );
       throw error;
     }
+    // The ports first: a taken one is refused at once, before a new database is made for a server that
+    // cannot serve (and left behind in a new data directory).
+    const { assertListenersFree } = await import('../app/listeners.ts');
+    await assertListenersFree(config).catch((error: unknown) => {
+      if (error instanceof ConfigError) throw new CliError(`cannot start: ${error.message}`, 2);
+      throw error;
+    });
     // Loaded on demand: the operator commands stay quick to start.
     const { limitHeapGrowth, releaseStartupMemory, whenQuiet } = await import('../infra/process-memory.ts');
     limitHeapGrowth();

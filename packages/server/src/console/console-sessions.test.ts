@@ -5,8 +5,9 @@ import { startTestServer, type TestServer, testDatabases } from '../../test/harn
 import { activeCustomer, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
 
 /**
- * Console links and sessions belong to a person (issue 13, section 3): removing the user, or
- * suspending the customer or the partner, ends them for good, and a namesake is someone else.
+ * Console links and sessions belong to a person (issue 13, section 3): removing the user, suspending
+ * the customer or the partner, or scheduling the customer's deletion, ends them for good, and a
+ * namesake is someone else. Only the GET of a link uses it up, not a link preview's HEAD.
  */
 for (const target of testDatabases()) {
   describe(`console sessions belong to people [${target.name}]`, () => {
@@ -72,6 +73,42 @@ for (const target of testDatabases()) {
       assert.equal(await open(unused), undefined, 'links minted before the suspension are void');
       assert.equal((await consolePage(other)).status, 200, "another customer's session is untouched");
       assert.ok(await open(await mintLink('globex', 'owner')), 'a new link works after the resume');
+    });
+
+    test('a scheduled deletion ends sessions and unused links for good; cancelling it does not bring them back', async () => {
+      const session = await open(await mintLink('globex', 'owner'));
+      assert.ok(session);
+      const unused = await mintLink('globex', 'owner');
+      const scheduled = await partnerApi(server, 'DELETE', '/customers/globex?mode=scheduled', { token: p.live });
+      assert.equal(scheduled.status, 202, scheduled.text);
+      assert.equal((await consolePage(session)).status, 401);
+      const resumed = await partnerApi<{ data: { cancelled_scheduled_deletion: boolean } }>(server, 'POST', '/customers/globex/resume', {
+        token: p.live,
+        body: {},
+      });
+      assert.equal(resumed.status, 200, resumed.text);
+      assert.equal(resumed.body.data.cancelled_scheduled_deletion, true);
+      assert.equal((await consolePage(session)).status, 401, 'ended, not paused');
+      assert.equal(await open(unused), undefined, 'links minted before the deletion was scheduled are void');
+      const fresh = await open(await mintLink('globex', 'owner'));
+      assert.ok(fresh, 'a new link works after the resume');
+      assert.equal((await consolePage(fresh)).status, 200);
+    });
+
+    test('a HEAD of a login link (a link preview) neither logs in nor uses it up; the GET after it logs in, once', async () => {
+      const link = await mintLink('initech', 'owner');
+      for (const round of [1, 2]) {
+        const head = await fetch(`${server.partnerUrl}${link}`, { method: 'HEAD', redirect: 'manual' });
+        await head.arrayBuffer();
+        assert.equal(head.headers.get('set-cookie'), null, `HEAD ${round} opens no session`);
+        assert.equal(head.status, 200, `HEAD ${round}`);
+        assert.equal(head.headers.get('cache-control'), 'no-store');
+        assert.equal(head.headers.get('referrer-policy'), 'no-referrer');
+      }
+      const session = await open(link);
+      assert.ok(session, 'the GET after the HEADs logs in');
+      assert.equal((await consolePage(session)).status, 200);
+      assert.equal(await open(link), undefined, 'the GET used the link up');
     });
 
     test("suspending the partner ends every session of its customers' users", async () => {

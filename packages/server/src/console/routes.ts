@@ -33,9 +33,17 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
     reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=300').send(CONSOLE_CSS),
   );
 
+  // Link previews and mail scanners send HEAD: it answers without looking at the link, so only the
+  // person's GET uses it up, and it tells nothing about whether the link is still good.
+  app.head('/console/login/:token', async (_request, reply) =>
+    reply.code(200).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(),
+  );
   app.get(
     '/console/login/:token',
-    { schema: { params: Type.Object({ token: Type.String({ maxLength: 100 }) }, { additionalProperties: false }) } },
+    {
+      exposeHeadRoute: false,
+      schema: { params: Type.Object({ token: Type.String({ maxLength: 100 }) }, { additionalProperties: false }) },
+    },
     async (request, reply) => {
       const session = await consoleService.redeem(request.params.token);
       if (!session) {

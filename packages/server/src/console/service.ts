@@ -48,7 +48,8 @@ const hash = (secret: string) => createHash('sha256').update(secret).digest('hex
  * username: a user deleted and created again under the same name is someone
  * else, and the old link or session does not log them in. A session lasts while
  * its user exists, its customer is active and its partner is not suspended;
- * removing the user or suspending the customer or partner ends it for good.
+ * removing the user, suspending the customer or partner, or deleting the customer (even
+ * in a deletion cancelled later) ends it for good.
  * Login links and sessions follow the server's clock, not a test clock.
  */
 export class ConsoleService {

@@ -63,7 +63,7 @@ export async function revokeConsoleAccess(trx: Db, who: { userUid: string } | { 
 
 /**
  * One customer's console access ended as two deletes (its login links, its sessions) for a statement or
- * transaction of the caller's, which suspends the customer: each deletes only when `when` holds, if given
+ * transaction of the caller's, which suspends or deletes the customer: each deletes only when `when` holds, if given
  * (a condition on the statement's other parts: decision 254).
  */
 export function customerConsoleRevocation(

@@ -180,16 +180,16 @@ for (const target of testDatabases()) {
       assert.equal((await create('north')).body.data.customer_prefix, 'north');
       // `north-east` would extend `north` with a dash (`north` + `east-x` = `north-east` + `x`): the default avoids it.
       assert.equal((await create('north-east')).body.data.customer_prefix, 'northeast');
-      const clash = assertError(await create('compass', { customer_prefix: 'north-x' }), 409, 'ALREADY_EXISTS');
+      const clash = assertError(await create('compass', { customer_prefix: 'north-x' }), 409, 'CONFLICT');
       assert.equal(clash.details?.field, 'customer_prefix');
-      assertError(await create('southern', { customer_prefix: 'north' }), 409, 'ALREADY_EXISTS');
+      assertError(await create('southern', { customer_prefix: 'north' }), 409, 'CONFLICT');
       const long = await create('a-very-long-partner-identifier-x');
       assert.ok(long.body.data.customer_prefix.length <= 22, long.body.data.customer_prefix);
       const renamed = await operatorApi<{ data: { customer_prefix: string } }>(server, 'PATCH', '/partners/north', {
         body: { customer_prefix: 'nrth' },
       });
       assert.equal(renamed.body.data.customer_prefix, 'nrth', renamed.text);
-      assertError(await operatorApi(server, 'PATCH', '/partners/north-east', { body: { customer_prefix: 'nrth' } }), 409, 'ALREADY_EXISTS');
+      assertError(await operatorApi(server, 'PATCH', '/partners/north-east', { body: { customer_prefix: 'nrth' } }), 409, 'CONFLICT');
     });
 
     test("a suspended partner's 403 carries the rate-limit headers, like every authenticated answer", async () => {

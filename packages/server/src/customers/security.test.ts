@@ -55,6 +55,7 @@ for (const target of testDatabases()) {
           owned: owned('/users/owner/console-login'),
         },
         { method: 'POST', path: '/test-helpers/clock/advance', scope: 'customers:write', body: { seconds: 1 }, testMode: true },
+        { method: 'POST', path: '/test-helpers/clock/reset', scope: 'customers:write', testMode: true },
       ],
     );
   });

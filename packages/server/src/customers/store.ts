@@ -2,10 +2,9 @@ import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Database, Db } from '../app/database.ts';
 import { releaseQuota } from '../capacity/store.ts';
-import { insertJsonRows } from '../infra/db/json-rows.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { adjustCustomerCount } from '../partners/store.ts';
 import type { ProjectRow } from '../projects/store.ts';
@@ -89,11 +88,6 @@ export function customerInsert(qc: QueryCreator<Database>, row: CustomerRow) {
   return qc.insertInto('customers').values(row);
 }
 
-/** New customers at once, their rows as one JSON array (`insertJsonRows`). */
-export function customerInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
-  return insertJsonRows(qc, 'customers', rowsJson);
-}
-
 /** Any change but the status, which moves only through `setCustomerStatus`. */
 export type CustomerChanges = Partial<Omit<CustomerRow, 'uid' | 'status'>>;
 
@@ -114,46 +108,6 @@ export async function setCustomerStatus(
     .where('uid', '=', row.uid)
     .returningAll()
     .executeTakeFirstOrThrow();
-}
-
-/** What a change of status checks the customer against, as it was read (all bound values: decision 280). */
-export interface StatusGuard {
-  uid: string;
-  /** The status it was read in. */
-  from: CustomerStatus;
-  heldAt: Date | null;
-  statusBeforeDeletion: CustomerStatus | null;
-  /** The status it moves to, `CUSTOMER_STATUS.move(from, …)` (checked by the caller, as the state machine allows). */
-  to: CustomerStatus;
-}
-
-/** The guard of a change of `row` to `to`: throws when the state machine does not allow the move. */
-export function statusGuard(row: CustomerRow, to: CustomerStatus): StatusGuard {
-  return {
-    uid: row.uid,
-    from: row.status,
-    heldAt: row.held_at,
-    statusBeforeDeletion: row.status_before_deletion,
-    to: CUSTOMER_STATUS.move(row.status, to),
-  };
-}
-
-/**
- * `setCustomerStatus` as the first part of a statement that writes the change with what goes with it
- * (its event, the end of console access: decision 254), finding the customer only while it is as it
- * was read (`guard`): the same status, hold and status before deletion (what decides whether the change
- * is allowed). No row: another change came first, and the caller's transaction reads it again and
- * explains. Every value is bound, so a statement built on it compiles once (decision 280).
- */
-export function customerStatusChange(qc: QueryCreator<Database>, guard: StatusGuard, changes: CustomerChanges) {
-  return qc
-    .updateTable('customers')
-    .set({ ...changes, status: guard.to })
-    .where('uid', '=', guard.uid)
-    .where('status', '=', guard.from)
-    .where(sql<boolean>`held_at is not distinct from ${guard.heldAt}::timestamptz`)
-    .where(sql<boolean>`status_before_deletion is not distinct from ${guard.statusBeforeDeletion}::text`)
-    .returningAll();
 }
 
 /**
@@ -317,7 +271,7 @@ export interface CustomerFilters {
 /** Customers by id; filters apply before paging, each on its own index, so a deep page costs what the first does. */
 export async function listCustomers(
   db: Db,
-  cursors: CursorCodec,
+  cursors: ScopedCursors,
   owner: Owner,
   filters: CustomerFilters,
   query: { limit: number; cursor?: string | undefined },

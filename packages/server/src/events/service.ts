@@ -25,7 +25,8 @@ export class EventService {
         known_events: [...EVENT_TYPES],
       });
     }
-    const filters = { partner: tenant.partnerId, mode: tenant.mode, type };
+    const cursors = this.#cursors.scoped(tenant);
+    const filters = { type };
     const since = new Date(tenant.now.getTime() - EVENT_RETENTION_MS);
     let select = this.#db
       .selectFrom('events')
@@ -37,11 +38,11 @@ export class EventService {
       .orderBy('id', 'desc')
       .limit(query.limit + 1);
     if (query.cursor !== undefined) {
-      const [lastId] = this.#cursors.decode(query.cursor, 'events', filters);
+      const [lastId] = cursors.decode(query.cursor, 'events', filters);
       select = select.where('id', '<', String(lastId));
     }
     const rows = await select.execute();
-    return toPage(rows, query.limit, toEventBody, (last) => this.#cursors.encode('events', filters, [last.id]));
+    return toPage(rows, query.limit, toEventBody, (last) => cursors.encode('events', filters, [last.id]));
   }
 
   /** Drops event bodies older than the retention (their deliveries ended long before). */

@@ -97,6 +97,7 @@ export const OPERATION_ERRORS: Record<string, ErrorCode[]> = {
   testSetWorkloads: ['NOT_FOUND'],
   testSetRequiredActions: ['NOT_FOUND'],
   testAdvanceClock: ['NOT_FOUND'],
+  testResetClock: ['NOT_FOUND'],
 };
 
 /** Which error codes a route can answer: the ones every route of its kind shares, then its own. */

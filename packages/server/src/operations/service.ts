@@ -32,7 +32,7 @@ export class OperationService {
   async list(tenant: Tenant, customerId: string, query: { limit: number; cursor?: string | undefined }): Promise<Page<Operation>> {
     const { db, cursors, engine } = this.#deps;
     const since = new Date(tenant.now.getTime() - OPERATION_RETENTION_MS);
-    const page = await listCustomerOperations(db, cursors, await this.#customerUid(tenant, customerId, since), query, since);
+    const page = await listCustomerOperations(db, cursors.scoped(tenant), await this.#customerUid(tenant, customerId, since), query, since);
     if (page.data.some((op) => isOpen(op.status))) engine.kick();
     return page;
   }

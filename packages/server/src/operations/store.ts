@@ -1,12 +1,11 @@
 import { type Expression, type ExpressionBuilder, type QueryCreator, type Selectable, type SqlBool, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
-import { insertJsonRows } from '../infra/db/json-rows.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import type { FailureCode } from '../platform/failures.ts';
 import { type Operation, toOperation } from './schemas.ts';
@@ -63,11 +62,6 @@ export function operationInsert(qc: QueryCreator<Database>, row: OperationRow) {
   return qc.insertInto('operations').values(row);
 }
 
-/** New operations at once, their rows as one JSON array (`insertJsonRows`). */
-export function operationInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
-  return insertJsonRows(qc, 'operations', rowsJson);
-}
-
 /**
  * The partner's provisioning operations open in this mode, counted up to `upTo` (the answer to a limit
  * is the same beyond it, and a long queue costs no more to check), as a subquery: a create asks it in
@@ -116,7 +110,7 @@ export async function findCustomerOperation(db: Db, customerUid: string, id: str
 /** A customer's operations of the last 7 days, newest first; the cursor names the last id returned. */
 export async function listCustomerOperations(
   db: Db,
-  cursors: CursorCodec,
+  cursors: ScopedCursors,
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },
   since: Date,

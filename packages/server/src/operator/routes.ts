@@ -63,6 +63,9 @@ export const operatorRoutes: FastifyPluginAsyncTypebox<{ services: Services }> =
 
   app.get('/audit', { schema: { querystring: AuditQuery, response: { 200: list(AuditEntry) } } }, async (request) => {
     const { partner, limit, cursor } = request.query;
-    return { status: 'success' as const, ...(await listAudit(options.database.db, cursors, { partner, limit: limit ?? 50, cursor })) };
+    return {
+      status: 'success' as const,
+      ...(await listAudit(options.database.db, cursors.scoped('operator'), { partner, limit: limit ?? 50, cursor })),
+    };
   });
 };

@@ -33,10 +33,15 @@ export const PartnerDefaults = Type.Object(
   { additionalProperties: false },
 );
 
-/** Kube-DC's customer id prefix: a DNS label of at most 22 characters, so `<prefix>-<customer id>` fits in 63. */
+/** Kube-DC's Partner `customerIdPrefix` is at most 16 characters; by default the partner's name cut to 16. */
+export const CUSTOMER_PREFIX_MAX = 16;
+
+/** Kube-DC's Partner `customerIdPrefix`: a DNS label, as long as its resource allows. */
 export const CustomerPrefix = Type.String({
-  pattern: '^[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?$',
-  description: "The partner's customers are named `<prefix>-<customer id>` on the platform; unique among partners.",
+  maxLength: CUSTOMER_PREFIX_MAX,
+  pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$',
+  description:
+    "The partner's customers are named `<prefix>-<customer id>` on the platform. At most 16 characters, as Kube-DC's Partner `customerIdPrefix`; no other partner's prefix may equal it, begin with it and a dash, or be the start of it before a dash (`a` and `a-b` would both name `a-b-c`).",
 });
 
 export const Partner = Type.Object({

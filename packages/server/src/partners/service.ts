@@ -2,21 +2,13 @@ import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
-import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
 import type { ManagedPartner } from './partner-resource.ts';
+import { assertPrefixFree, defaultCustomerPrefix, freePrefix, lockCustomerPrefixes } from './prefixes.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
-import {
-  findClashingPrefix,
-  findPartner,
-  findPartnerForUpdate,
-  insertPartner,
-  listPartners,
-  type PartnerRow,
-  updatePartner,
-} from './store.ts';
+import { findPartner, findPartnerForUpdate, insertPartner, listPartners, type PartnerRow, updatePartner } from './store.ts';
 
 /** Who asked for an operator change, for the audit log. */
 export interface OperatorActor {
@@ -33,11 +25,6 @@ export interface PartnerServiceDeps {
   setupMs: number;
   /** Called in the transaction that suspends a partner. */
   onPartnerSuspended: (trx: Db, partnerId: string) => Promise<void>;
-}
-
-/** The partner id cut to a DNS-safe 22 characters (Kube-DC's default customer id prefix). */
-export function defaultCustomerPrefix(partnerId: string): string {
-  return partnerId.slice(0, 22).replace(/-+$/, '');
 }
 
 function partnerStatus(row: PartnerRow, nowMs: number): Partner['status'] {
@@ -126,19 +113,18 @@ export class PartnerService {
       updated_at: now,
       ...settingsColumns(request),
     };
-    return prefixTaken(row.customer_prefix, async () =>
-      db.transaction().execute(async (trx) => {
-        // An operator who did not choose a prefix gets a free one: the id cut short, numbered when another partner has it.
-        if (request.customer_prefix === undefined) row.customer_prefix = await freePrefix(trx, row.customer_prefix);
-        else await assertPrefixFree(trx, row.customer_prefix, request.id);
-        if (!(await insertPartner(trx, row))) {
-          throw new ApiError('ALREADY_EXISTS', `Partner ${request.id} already exists.`, { details: { id: request.id } });
-        }
-        const created = toPartner(row, now.getTime());
-        await writeAudit(trx, { ...audit(who, now, 'partner.create', row.id), before: null, after: created });
-        return created;
-      }),
-    );
+    return db.transaction().execute(async (trx) => {
+      await lockCustomerPrefixes(trx);
+      // An operator who did not choose a prefix gets a free one: the id cut short, numbered when another partner's overlaps.
+      if (request.customer_prefix === undefined) row.customer_prefix = await freePrefix(trx, row.customer_prefix);
+      else await assertPrefixFree(trx, row.customer_prefix, request.id);
+      if (!(await insertPartner(trx, row))) {
+        throw new ApiError('ALREADY_EXISTS', `Partner ${request.id} already exists.`, { details: { id: request.id } });
+      }
+      const created = toPartner(row, now.getTime());
+      await writeAudit(trx, { ...audit(who, now, 'partner.create', row.id), before: null, after: created });
+      return created;
+    });
   }
 
   async get(id: string): Promise<Partner> {
@@ -149,20 +135,17 @@ export class PartnerService {
 
   async list(query: { limit: number; cursor?: string | undefined }): Promise<Page<Partner>> {
     const nowMs = this.#deps.clock.nowMs();
-    return listPartners(this.#deps.db, this.#deps.cursors, query, (row) => toPartner(row, nowMs));
+    return listPartners(this.#deps.db, this.#deps.cursors.scoped('operator'), query, (row) => toPartner(row, nowMs));
   }
 
   async update(id: string, request: UpdatePartnerRequest, who: OperatorActor): Promise<Partner> {
     const changes: Partial<PartnerRow> = settingsColumns(request);
     if (request.display_name !== undefined) changes.display_name = request.display_name;
     // A new prefix names customers created from now on; existing ones keep their platform names.
-    if (changes.customer_prefix !== undefined) await assertPrefixFree(this.#deps.db, changes.customer_prefix, id);
-    return prefixTaken(changes.customer_prefix, () =>
-      this.#change(id, 'partner.update', who, (row) => {
-        refuseManaged(row, managedFieldsOf(request));
-        return changes;
-      }),
-    );
+    return this.#change(id, 'partner.update', who, (row) => {
+      refuseManaged(row, managedFieldsOf(request));
+      return changes;
+    });
   }
 
   /** Suspends the account: token exchanges and calls stop, and its customers' users' console sessions end. */
@@ -237,7 +220,6 @@ export class PartnerService {
         if (!(error instanceof ApiError && error.code === 'ALREADY_EXISTS')) throw error;
       }
     }
-    if (desired.customer_prefix !== undefined) await assertPrefixFree(this.#deps.db, desired.customer_prefix, desired.id);
     let partner = await this.#change(desired.id, 'partner.update', who, (row) => {
       if (row.managed_by !== null && row.managed_by !== desired.source) {
         throw new ApiError('CONFLICT', `Partner ${row.id} is already managed by the Partner resource ${row.managed_by}.`, {
@@ -280,6 +262,11 @@ export class PartnerService {
       if (!row) throw notFound(`Partner ${id}`);
       const changes = decide(row, now);
       if (changes === undefined) return toPartner(row, now.getTime());
+      // A partner whose prefix already overlaps another's (an earlier version's) keeps it until it changes.
+      if (changes.customer_prefix !== undefined && changes.customer_prefix !== row.customer_prefix) {
+        await lockCustomerPrefixes(trx);
+        await assertPrefixFree(trx, changes.customer_prefix, id);
+      }
       const updated = await updatePartner(trx, id, { ...changes, updated_at: now });
       const before = toPartner(row, now.getTime());
       const after = toPartner(updated, now.getTime());
@@ -289,52 +276,6 @@ export class PartnerService {
     });
     cache.invalidate(id);
     return result;
-  }
-}
-
-/**
- * A free prefix near the one wanted: itself, else without dashes (which cannot extend another
- * prefix with a dash), numbered (`acmeco2`, `acmeco3`, ...) until it clashes with no partner's.
- */
-async function freePrefix(trx: Db, wanted: string): Promise<string> {
-  const base = wanted.replace(/-/g, '');
-  for (let n = 0; n < 1_000; n++) {
-    const candidate = n === 0 ? wanted : n === 1 ? base : `${base.slice(0, 22 - String(n).length)}${n}`;
-    if (!(await findClashingPrefix(trx, candidate))) return candidate;
-  }
-  throw new ApiError('ALREADY_EXISTS', `No free customer prefix near ${wanted}; choose one with --customer-prefix.`, {
-    details: { field: 'customer_prefix', value: wanted },
-  });
-}
-
-/**
- * A prefix may not extend another partner's with a dash, nor be extended by one: `acme` with
- * customer `x-y` and `acme-x` with customer `y` would both name an organization `acme-x-y`.
- */
-async function assertPrefixFree(trx: Db, prefix: string, partnerId: string): Promise<void> {
-  const clash = await findClashingPrefix(trx, prefix, partnerId);
-  if (clash) {
-    throw new ApiError(
-      'ALREADY_EXISTS',
-      `The customer prefix ${prefix} clashes with another partner's (${clash.customer_prefix}); choose another with --customer-prefix.`,
-      {
-        details: { field: 'customer_prefix', value: prefix },
-      },
-    );
-  }
-}
-
-/** A unique violation on the prefix is a prefix another partner has (409 ALREADY_EXISTS naming it). */
-async function prefixTaken<T>(prefix: string | undefined, run: () => Promise<T>): Promise<T> {
-  try {
-    return await run();
-  } catch (error) {
-    if (uniqueViolation(error) === 'partners_customer_prefix_key') {
-      throw new ApiError('ALREADY_EXISTS', `Another partner has the customer prefix ${prefix}; choose another with --customer-prefix.`, {
-        details: { field: 'customer_prefix', value: prefix },
-      });
-    }
-    throw error;
   }
 }
 

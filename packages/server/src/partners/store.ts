@@ -1,7 +1,7 @@
 import { type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import type { PartnersTable } from './tables.ts';
 
@@ -11,8 +11,10 @@ export async function findPartner(db: Db, id: string): Promise<PartnerRow | unde
   return db.selectFrom('partners').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Reads the row under a lock, for a change in the same transaction. */
-/** Another partner whose customer prefix is this one, or extends it or is extended by it with a dash. */
+/**
+ * Another partner whose customer prefix overlaps this one (prefixes.ts, prefixesOverlap): equal, or
+ * extending it or extended by it with a dash.
+ */
 export async function findClashingPrefix(db: Db, prefix: string, exceptPartnerId?: string): Promise<PartnerRow | undefined> {
   return db
     .selectFrom('partners')
@@ -29,6 +31,7 @@ export async function findClashingPrefix(db: Db, prefix: string, exceptPartnerId
     .executeTakeFirst();
 }
 
+/** Reads the row under a lock, for a change in the same transaction. */
 export async function findPartnerForUpdate(trx: Db, id: string): Promise<PartnerRow | undefined> {
   return trx.selectFrom('partners').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
 }
@@ -48,7 +51,7 @@ export async function updatePartner(trx: Db, id: string, changes: Partial<Partne
 
 export async function listPartners<T>(
   db: Db,
-  cursors: CursorCodec,
+  cursors: ScopedCursors,
   query: { limit: number; cursor?: string | undefined },
   toItem: (row: PartnerRow) => T,
 ): Promise<Page<T>> {
@@ -93,13 +96,22 @@ export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyM
     .execute();
 }
 
-/** Moves the partner's test clock forward; the new offset. */
-export async function advanceTestClock(db: Db, partnerId: string, ms: number): Promise<number> {
+/**
+ * Moves the partner's test clock forward, never past `maxMs` ahead of real time: advances that race
+ * are each checked against the offset before either moves it, so only the update itself can hold the
+ * bound. The new offset.
+ */
+export async function advanceTestClock(db: Db, partnerId: string, ms: number, maxMs: number): Promise<number> {
   const row = await db
     .updateTable('partners')
-    .set((eb) => ({ test_clock_offset_ms: eb('test_clock_offset_ms', '+', ms) }))
+    .set({ test_clock_offset_ms: sql<number>`least(test_clock_offset_ms + ${ms}, ${maxMs})` })
     .where('id', '=', partnerId)
     .returning('test_clock_offset_ms')
     .executeTakeFirstOrThrow();
   return Number(row.test_clock_offset_ms);
+}
+
+/** Puts the partner's test clock back on real time. */
+export async function resetTestClock(db: Db, partnerId: string): Promise<void> {
+  await db.updateTable('partners').set({ test_clock_offset_ms: 0 }).where('id', '=', partnerId).execute();
 }

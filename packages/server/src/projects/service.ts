@@ -4,6 +4,7 @@ import type { CustomerService } from '../customers/service.ts';
 import { customerIdByOrganization, lockCustomer } from '../customers/store.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import { answerWith } from '../infra/idempotency/answer.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from '../operations/schemas.ts';
@@ -116,7 +117,7 @@ export class ProjectService {
           project: name,
           now,
         });
-        return { project: toProject(row), operation: toOperation(operation) };
+        return answerWith(trx, { project: toProject(row), operation: toOperation(operation) });
       });
       onOperationOpened();
       return result;
@@ -145,7 +146,7 @@ export class ProjectService {
 
   async list(tenant: Tenant, customerId: string, query: { limit: number; cursor?: string | undefined }): Promise<Page<Project>> {
     const customer = await this.#deps.customers.require(tenant, customerId);
-    return listProjects(this.#deps.db, this.#deps.cursors, customer.uid, query);
+    return listProjects(this.#deps.db, this.#deps.cursors.scoped(tenant), customer.uid, query);
   }
 
   /**
@@ -186,7 +187,7 @@ export class ProjectService {
         project: name,
         now,
       });
-      return { project: toProject(updated), operation: toOperation(operation) };
+      return answerWith(trx, { project: toProject(updated), operation: toOperation(operation) });
     });
     onOperationOpened();
     return result;

@@ -1,8 +1,7 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
-import { insertJsonRows } from '../infra/db/json-rows.ts';
 import { precompile } from '../infra/db/precompiled.ts';
-import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Project, toProject } from './schemas.ts';
 import { PROJECT_STATE } from './state.ts';
@@ -137,7 +136,7 @@ export async function allProjects(db: Db, customerUid: string): Promise<ProjectR
 
 export async function listProjects(
   db: Db,
-  cursors: CursorCodec,
+  cursors: ScopedCursors,
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },
 ): Promise<Page<Project>> {
@@ -153,9 +152,4 @@ export async function listProjects(
   }
   const rows = await select.execute();
   return toPage(rows, query.limit, toProject, (last) => cursors.encode('customer-projects', { customer: customerUid }, [last.name]));
-}
-
-/** New projects at once, their rows as one JSON array (`insertJsonRows`). */
-export function projectInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
-  return insertJsonRows(qc, 'projects', rowsJson);
 }

@@ -82,4 +82,19 @@ export const testHelperRoutes: FastifyPluginAsyncTypebox<{ services: Services }>
     },
     async (request) => ok(await testHelpers.advanceClock(tenant(request), request.body.seconds)),
   );
+
+  app.post(
+    '/test-helpers/clock/reset',
+    {
+      config: { scope: 'customers:write' },
+      schema: {
+        operationId: 'testResetClock',
+        summary: "Put the partner's test clock back on real time (test mode)",
+        description:
+          'Sets the offset to 0. Test data keeps the times it was recorded with; work due at a time still ahead (a provisioning step, a scheduled deletion) happens when the clock reaches that time again.',
+        response: { 200: success(ClockResult) },
+      },
+    },
+    async (request) => ok(await testHelpers.resetClock(tenant(request))),
+  );
 };

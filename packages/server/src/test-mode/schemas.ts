@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { CustomerId, ProjectName } from '../platform/names.ts';
+import { TEST_CLOCK_MAX_OFFSET_SECONDS } from './mode-clock.ts';
 
 /** Failure codes a test can inject (partner-api.md, Operation failure codes; CUSTOMER_DELETING/DELETED come by themselves). */
 export const INJECTABLE_CODE = '^(PROVISIONING_FAILED|PROVISIONING_TIMEOUT|NO_ADDRESS_SPACE|UPSTREAM_[1-5][0-9]{2})$';
@@ -57,7 +58,13 @@ export const RequiredActionsRequest = Type.Object(
 );
 
 export const ClockAdvanceRequest = Type.Object(
-  { seconds: Type.Integer({ minimum: 1, maximum: 10 * 366 * 24 * 3600 }) },
+  {
+    seconds: Type.Integer({
+      minimum: 1,
+      maximum: 10 * 366 * 24 * 3600,
+      description: `How far to move the test clock: at most 10 × 366 days in one call, and never past ${TEST_CLOCK_MAX_OFFSET_SECONDS} seconds (36,525 days, 100 years) ahead of real time (400 VALIDATION_ERROR on \`seconds\`, with \`max_offset_seconds\`, \`offset_seconds\` and \`max_seconds\` in details; \`POST /test-helpers/clock/reset\` puts the clock back).`,
+    }),
+  },
   { additionalProperties: false },
 );
 export const ClockResult = Type.Object({

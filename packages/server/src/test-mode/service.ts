@@ -7,11 +7,12 @@ import { type FieldProblem, notFound, validationError } from '../infra/errors/ca
 import type { OperationEngine } from '../operations/engine.ts';
 import { nextDueAt } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import { advanceTestClock, findPartner } from '../partners/store.ts';
+import { advanceTestClock, findPartner, resetTestClock } from '../partners/store.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toUser, type User } from '../users/schemas.ts';
 import { setUserRequiredActions } from '../users/store.ts';
+import { TEST_CLOCK_MAX_OFFSET_SECONDS } from './mode-clock.ts';
 import type { FailureRequest, WorkloadsRequest } from './schemas.ts';
 
 export interface TestHelperServiceDeps {
@@ -93,11 +94,26 @@ export class TestHelperService {
     const { db, clock, engine, partnerCache } = this.#deps;
     const partner = { id: tenant.partnerId, mode: 'test' as const };
     let offset = Number((await findPartner(db, tenant.partnerId))?.test_clock_offset_ms ?? 0);
+    const maxOffsetMs = TEST_CLOCK_MAX_OFFSET_SECONDS * 1000;
+    const maxSeconds = Math.max(0, Math.floor((maxOffsetMs - offset) / 1000));
+    if (seconds > maxSeconds) {
+      throw validationError(
+        [
+          {
+            in: 'body',
+            field: 'seconds',
+            message: `would take the test clock past its limit, ${TEST_CLOCK_MAX_OFFSET_SECONDS / 86_400} days (100 years) ahead of real time: at most ${maxSeconds} now; POST /test-helpers/clock/reset puts it back on real time`,
+          },
+        ],
+        undefined,
+        { max_offset_seconds: TEST_CLOCK_MAX_OFFSET_SECONDS, offset_seconds: Math.floor(offset / 1000), max_seconds: maxSeconds },
+      );
+    }
     const target = offset + seconds * 1000;
     const modeNow = () => new Date(clock.nowMs() + offset);
     const moveTo = async (next: number) => {
       if (next <= offset) return;
-      offset = await advanceTestClock(db, tenant.partnerId, next - offset);
+      offset = await advanceTestClock(db, tenant.partnerId, next - offset, maxOffsetMs);
       partnerCache.invalidate(tenant.partnerId);
     };
     for (let i = 0; i < 10_000; i++) {
@@ -112,5 +128,17 @@ export class TestHelperService {
     await moveTo(target);
     await engine.drain(partner, modeNow);
     return { now: modeNow().toISOString(), offset_seconds: Math.floor(offset / 1000) };
+  }
+
+  /**
+   * Puts the partner's test clock back on real time. Test data keeps the times it was recorded with,
+   * and work due at a time still ahead (a step, a scheduled deletion) happens when the clock reaches
+   * that time again: moving the clock back changes when "now" is, never what happened.
+   */
+  async resetClock(tenant: Tenant): Promise<{ now: string; offset_seconds: number }> {
+    const { db, clock, partnerCache } = this.#deps;
+    await resetTestClock(db, tenant.partnerId);
+    partnerCache.invalidate(tenant.partnerId);
+    return { now: clock.now().toISOString(), offset_seconds: 0 };
   }
 }

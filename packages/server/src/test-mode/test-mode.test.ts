@@ -39,6 +39,7 @@ for (const target of testDatabases()) {
         ['PUT', '/test-helpers/customers/x/workloads'],
         ['PUT', '/test-helpers/customers/x/users/y/required-actions'],
         ['POST', '/test-helpers/clock/advance'],
+        ['POST', '/test-helpers/clock/reset'],
       ] as const) {
         assertError(await partnerApi(server, method, path, { token: p.live, body: { nonsense: true } }), 404, 'NOT_FOUND');
       }

@@ -38,10 +38,11 @@ export class UsageService {
     query: { limit: number; cursor?: string | undefined; from?: string | undefined; to?: string | undefined },
   ): Promise<Page<UsageRecord>> {
     const window = usageWindow(tenant, query);
-    const filters = { partner: tenant.partnerId, mode: tenant.mode, from: window.fromDay, to: window.toDay };
+    const cursors = this.#cursors.scoped(tenant);
+    const filters = { from: window.fromDay, to: window.toDay };
     let after: { id: string; createdAt: Date } | undefined;
     if (query.cursor !== undefined) {
-      const [id, createdAt] = this.#cursors.decode(query.cursor, 'usage', filters);
+      const [id, createdAt] = cursors.decode(query.cursor, 'usage', filters);
       after = { id: String(id), createdAt: new Date(String(createdAt)) };
     }
     const rows = await usageSubjects(this.#db, tenant, window, after, query.limit + 1);
@@ -50,7 +51,7 @@ export class UsageService {
       rows,
       query.limit,
       (row) => toRecord(row, window, totals.get(subjectKey(row))),
-      (last) => this.#cursors.encode('usage', filters, [last.id, last.created_at.toISOString()]),
+      (last) => cursors.encode('usage', filters, [last.id, last.created_at.toISOString()]),
     );
   }
 

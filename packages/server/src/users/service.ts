@@ -7,6 +7,7 @@ import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import { answerWith } from '../infra/idempotency/answer.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
@@ -116,8 +117,12 @@ export class UserService {
     }
     const progress = await this.#ensure(platformContext(tenant), customer, row);
     if (progress.state === 'done') {
-      await setUserPlatformState(db, row.uid, 'ready', clock.now());
-      return toUser(row);
+      // The user is made when it is ready: the answer commits with that, and a request cut before it
+      // leaves a pending user that the reconciler takes back.
+      return db.transaction().execute(async (trx) => {
+        await setUserPlatformState(trx, row.uid, 'ready', clock.now());
+        return answerWith(trx, toUser(row));
+      });
     }
     // The platform did not take the user: take the record back, so the failed create leaves nothing.
     await this.#undo(platformContext(tenant), customer, row);
@@ -149,7 +154,7 @@ export class UserService {
 
   async list(tenant: Tenant, customerId: string, query: { limit: number; cursor?: string | undefined }): Promise<Page<User>> {
     const customer = await this.#deps.customers.require(tenant, customerId);
-    return listUsers(this.#deps.db, this.#deps.cursors, customer.uid, query);
+    return listUsers(this.#deps.db, this.#deps.cursors.scoped(tenant), customer.uid, query);
   }
 
   /** Removes a user; the owner admin cannot be removed (403 FORBIDDEN). */
@@ -173,6 +178,7 @@ export class UserService {
       // Gone for Tenantry at once: hidden from reads, console access ended; the platform follows.
       await setUserPlatformState(trx, found.uid, 'removing', clock.now());
       await this.#deps.onUserRemoved(trx, found.uid);
+      await answerWith(trx, { username, deleted: true as const });
       return { customer: locked, user: found };
     });
     const progress = await platform.deleteUser(platformContext(tenant), userRef(customer, user.username)).catch(() => undefined);

@@ -1,7 +1,6 @@
 import type { QueryCreator, Selectable } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
-import { insertJsonRows } from '../infra/db/json-rows.ts';
-import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
+import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
 import type { UserPlatformState, UsersTable } from './tables.ts';
@@ -100,7 +99,7 @@ export async function setUserRequiredActions(
 /** Users by username, owner included, up to the 1,000th. */
 export async function listUsers(
   db: Db,
-  cursors: CursorCodec,
+  cursors: ScopedCursors,
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },
 ): Promise<Page<User>> {
@@ -128,9 +127,4 @@ export async function listUsers(
   }
   const rows = await select.execute();
   return toPage(rows, query.limit, toUser, (last) => cursors.encode('customer-users', { customer: customerUid }, [last.username]));
-}
-
-/** New users at once, their rows as one JSON array (`insertJsonRows`). */
-export function userInsertMany(qc: QueryCreator<Database>, rowsJson: string) {
-  return insertJsonRows(qc, 'users', rowsJson);
 }

@@ -81,11 +81,51 @@ const HOST_SERVICE_RANGES = ['169.254.0.0/16', 'fe80::/10', '168.63.129.16/32', 
   ipaddr.parseCIDR(cidr),
 );
 
-/** True for a metadata or host-service address, in any spelling (IPv4-mapped included). */
+/**
+ * Where IPv6 carries an IPv4 address to an IPv4 host, and which of its 16 bytes hold it (`invert`:
+ * stored with every bit flipped). The local-use NAT64 prefix may embed at any of RFC 6052's
+ * positions after its 48 bits, so each is read.
+ */
+const IPV4_CARRIERS: { cidr: string; at: number[][]; invert?: boolean }[] = [
+  { cidr: '::/96', at: [[12, 13, 14, 15]] }, // IPv4-compatible (deprecated)
+  { cidr: '::ffff:0:0/96', at: [[12, 13, 14, 15]] }, // IPv4-mapped
+  { cidr: '::ffff:0:0:0/96', at: [[12, 13, 14, 15]] }, // IPv4-translated (RFC 6145)
+  { cidr: '64:ff9b::/96', at: [[12, 13, 14, 15]] }, // NAT64 well-known prefix (RFC 6052)
+  {
+    cidr: '64:ff9b:1::/48', // NAT64 local-use prefix (RFC 8215), as /48, /56, /64 or /96
+    at: [
+      [6, 7, 9, 10],
+      [7, 9, 10, 11],
+      [9, 10, 11, 12],
+      [12, 13, 14, 15],
+    ],
+  },
+  { cidr: '2002::/16', at: [[2, 3, 4, 5]] }, // 6to4 (RFC 3056)
+  { cidr: '2001::/32', at: [[4, 5, 6, 7]] }, // Teredo server (RFC 4380)
+  { cidr: '2001::/32', at: [[12, 13, 14, 15]], invert: true }, // Teredo client
+];
+const CARRIER_RANGES = IPV4_CARRIERS.map((carrier) => ({ ...carrier, range: ipaddr.IPv6.parseCIDR(carrier.cidr) }));
+
+/** The IPv4 addresses an IPv6 address carries to an IPv4 host (none for native IPv6). */
+export function embeddedIPv4(ip: ipaddr.IPv6): ipaddr.IPv4[] {
+  const bytes = ip.toByteArray();
+  return CARRIER_RANGES.filter(({ range }) => ip.match(range)).flatMap(({ at, invert }) =>
+    at.map((indexes) => new ipaddr.IPv4(indexes.map((i) => (invert ? 0xff ^ (bytes[i] ?? 0) : (bytes[i] ?? 0))))),
+  );
+}
+
+const inHostServiceRange = (ip: ipaddr.IPv4 | ipaddr.IPv6) =>
+  HOST_SERVICE_RANGES.some(([range, bits]) => ip.kind() === range.kind() && ip.match(range, bits));
+
+/**
+ * True for a metadata or host-service address, in any spelling: IPv6 that carries one to its IPv4
+ * host (mapped, compatible, NAT64, 6to4, Teredo) reaches it as surely as the address itself.
+ */
 export function isHostServiceAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
   const ip = ipaddr.process(address);
-  return HOST_SERVICE_RANGES.some(([range, bits]) => ip.kind() === range.kind() && ip.match(range, bits));
+  if (inHostServiceRange(ip)) return true;
+  return ip.kind() === 'ipv6' && embeddedIPv4(ip as ipaddr.IPv6).some(inHostServiceRange);
 }
 
 /**

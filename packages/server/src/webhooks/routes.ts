@@ -56,7 +56,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
   app.post(
     '/webhook/secret',
     {
-      config: { scope: 'customers:write' },
+      config: { scope: 'customers:write', idempotentReplay: webhooks.replay },
       schema: {
         operationId: 'rotateWebhookSecret',
         summary: 'Replace the signing secret; new deliveries use the new one at once',

@@ -3,6 +3,7 @@ import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
 import { newId } from '../infra/ids.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
@@ -77,7 +78,7 @@ export class WebhookService {
           .where('mode', '=', tenant.mode)
           .returningAll()
           .executeTakeFirstOrThrow();
-        return toWebhookConfig(row, tenant.now);
+        return answerWith(trx, toWebhookConfig(row, tenant.now));
       }
       const secret = newSigningSecret();
       const row = await trx
@@ -93,14 +94,15 @@ export class WebhookService {
         .returningAll()
         .executeTakeFirstOrThrow();
       // Returned once; an idempotent replay of this PUT carries it again for 24 hours.
-      return { ...toWebhookConfig(row, tenant.now), signing_secret: secret };
+      return answerWith(trx, { ...toWebhookConfig(row, tenant.now), signing_secret: secret });
     });
   }
 
   /**
-   * An idempotent replay of the creating PUT (partner-api.md, Conventions rule 1) hands the secret
-   * back only while it is still the current one; after a rotation or removal it is revoked, and
-   * the replay answers the configuration without it (decision 77).
+   * An idempotent replay of the creating PUT (partner-api.md, Conventions rule 1), or of a rotation,
+   * hands the secret back only while it is still the current one; after a rotation or removal it is
+   * revoked, and the replay answers without it. The secret is never kept in the stored answer: only
+   * its fingerprint is.
    */
   readonly replay: IdempotentReplay = {
     store: (body) => mapSecretField(body, (data) => renameKey(data, 'signing_secret', SECRET_HASH_FIELD, secretFingerprint)),
@@ -141,7 +143,7 @@ export class WebhookService {
         .where('mode', '=', tenant.mode)
         .where('delivery_state', '=', 'pending')
         .execute();
-      return { deleted: true as const };
+      return answerWith(trx, { deleted: true as const });
     });
   }
 
@@ -149,18 +151,20 @@ export class WebhookService {
   async rotateSecret(tenant: Tenant): Promise<SecretRotation> {
     const secret = newSigningSecret();
     const validUntil = new Date(tenant.now.getTime() + PREVIOUS_SECRET_GRACE_MS);
-    const updated = await this.#deps.db
-      .updateTable('webhooks')
-      .set({
-        secret: this.#deps.secrets.seal(tenant.partnerId, tenant.mode, secret),
-        previous_secret_valid_until: validUntil,
-        updated_at: tenant.now,
-      })
-      .where('partner_id', '=', tenant.partnerId)
-      .where('mode', '=', tenant.mode)
-      .executeTakeFirst();
-    if (updated.numUpdatedRows === 0n) throw notConfigured();
-    return { signing_secret: secret, previous_secret_valid_until: validUntil.toISOString() };
+    return this.#deps.db.transaction().execute(async (trx) => {
+      const updated = await trx
+        .updateTable('webhooks')
+        .set({
+          secret: this.#deps.secrets.seal(tenant.partnerId, tenant.mode, secret),
+          previous_secret_valid_until: validUntil,
+          updated_at: tenant.now,
+        })
+        .where('partner_id', '=', tenant.partnerId)
+        .where('mode', '=', tenant.mode)
+        .executeTakeFirst();
+      if (updated.numUpdatedRows === 0n) throw notConfigured();
+      return answerWith(trx, { signing_secret: secret, previous_secret_valid_until: validUntil.toISOString() });
+    });
   }
 
   /** One `ping`, now: a single attempt, whatever the filter and even while disabled. */
@@ -200,7 +204,7 @@ export class WebhookService {
   }
 
   async listDeliveries(tenant: Tenant, query: { limit: number; cursor?: string | undefined }): Promise<Page<DeliveryRecord>> {
-    const filters = { partner: tenant.partnerId, mode: tenant.mode };
+    const cursors = this.#deps.cursors.scoped(tenant);
     let select = this.#deps.db
       .selectFrom('webhook_attempts')
       .selectAll()
@@ -209,13 +213,11 @@ export class WebhookService {
       .orderBy('seq', 'desc')
       .limit(query.limit + 1);
     if (query.cursor !== undefined) {
-      const [lastSeq] = this.#deps.cursors.decode(query.cursor, 'webhook-deliveries', filters);
+      const [lastSeq] = cursors.decode(query.cursor, 'webhook-deliveries', {});
       select = select.where('seq', '<', String(lastSeq));
     }
     const rows = await select.execute();
-    return toPage(rows, query.limit, toDeliveryRecord, (last) =>
-      this.#deps.cursors.encode('webhook-deliveries', filters, [String(last.seq)]),
-    );
+    return toPage(rows, query.limit, toDeliveryRecord, (last) => cursors.encode('webhook-deliveries', {}, [String(last.seq)]));
   }
 }
 

@@ -179,6 +179,12 @@ function embedded<DB>(pool: PGlitePool, dataDir: string | undefined, afterClose:
 }
 
 const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
+/**
+ * 57P01 administrator command (`pg_terminate_backend`, a fast shutdown), 57P02 crash shutdown, 57P03
+ * cannot connect now (starting up, in recovery), 57P05 idle-session timeout, 25P03 idle-in-transaction
+ * timeout, 53300 too many connections (the server's, the role's or the database's limit).
+ */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '25P03', '53300']);
 
 /** True when an error means "the database cannot be reached right now", not "the query is wrong". */
 export function isDatabaseUnavailable(error: unknown): boolean {
@@ -186,13 +192,13 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (UNAVAILABLE_NODE_CODES.has(code)) return true;
-    // SQLSTATE class 08 (connection exception), 57P01-57P03 (shutdown, cannot connect now).
-    if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    // SQLSTATE class 08 (connection exception), and the codes PostgreSQL ends or refuses a session with.
+    if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
   }
   // A prepared statement whose table a newer process's migration changed, inside a transaction: the
   // connection has prepared it again for the next try (named-statements.ts).
   if (isChangedShape(error)) return true;
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(error.message);
+  return /Connection terminated|timeout exceeded when trying to connect|is not queryable/i.test(error.message);
 }
 
 /**

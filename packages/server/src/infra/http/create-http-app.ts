@@ -88,11 +88,13 @@ export function createHttpApp(
 
   // A second router, fed with every route, answers "which methods does this path have?".
   const methodsByPath = FindMyWay();
+  const routes: RegisteredRoute[] = [];
   app.addHook('onRoute', (route) => {
     // A route that declares no query parameters accepts none: an unknown one is a 400, not ignored.
     if (route.schema?.querystring === undefined) {
       route.schema = { ...route.schema, querystring: { type: 'object', properties: {}, additionalProperties: false } };
     }
+    routes.push({ method: route.method, url: route.url, schema: route.schema });
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
       if (method === 'HEAD' || method === 'OPTIONS') continue;
@@ -162,7 +164,14 @@ export function createHttpApp(
     return sendError(request, reply, new ApiError('NOT_FOUND', `No route matches ${request.method} ${path}.`));
   });
 
-  return Object.assign(app, { schemas });
+  return Object.assign(app, { schemas, routes: routes as readonly RegisteredRoute[] });
+}
+
+/** A route as registered, with its schemas: for checks that must cover every route, a new one too. */
+export interface RegisteredRoute {
+  method: string | string[];
+  url: string;
+  schema: { params?: unknown; querystring?: unknown; body?: unknown };
 }
 
 /**

@@ -12,14 +12,22 @@ interface ErrorEnvelope {
 }
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
+  errorHeaders(reply, error);
+  return reply.code(error.status).type('application/json; charset=utf-8').send(envelope(request, error));
+}
+
+function errorHeaders(reply: FastifyReply, error: ApiError): void {
   if (error.retryAfter !== undefined) reply.header('retry-after', String(Math.max(1, Math.ceil(error.retryAfter))));
   if (error.headers) reply.headers(error.headers);
+}
+
+function envelope(request: FastifyRequest, error: ApiError): ErrorEnvelope {
   const body: ErrorEnvelope = {
     status: 'error',
     error: { code: error.code, message: error.message, request_id: request.id },
   };
   if (error.details !== undefined) body.error.details = error.details;
-  return reply.code(error.status).type('application/json; charset=utf-8').send(body);
+  return body;
 }
 
 /**
@@ -29,17 +37,35 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: A
  * is an INTERNAL_ERROR whose stack goes to the log only.
  */
 export function installErrorHandler(app: FastifyInstance): void {
-  app.setErrorHandler((raw: FastifyError | ApiError | Error, request, reply) => {
-    const error = toApiError(raw);
-    if (error.code === 'INTERNAL_ERROR') {
-      // Only name, message and stack: driver errors carry the query's parameters, which may hold secrets.
-      const err = { type: raw.name, message: raw.message, stack: raw.stack, code: (raw as { code?: unknown }).code };
-      request.log.error({ err, request_id: request.id }, 'unhandled error');
-    } else if (error.code === 'UNAVAILABLE') {
-      request.log.warn({ request_id: request.id, reason: raw.message.slice(0, 200) }, 'dependency unavailable');
-    }
-    return sendError(request, reply, error);
-  });
+  app.setErrorHandler((raw: FastifyError | ApiError | Error, request, reply) => sendError(request, reply, loggedAnswer(raw, request)));
+}
+
+/**
+ * The answer when a route's `onSend` hook fails, as the payload that replaces the one chosen: the answer
+ * is chosen by then, often by the error handler, and Fastify would hand the hook's error to its own
+ * default handler, whose body is not the envelope and carries the error's own words. The status and
+ * headers are set as the error handler sets them; those the route set (rate limits, request id) stay.
+ */
+export function answerInstead(raw: unknown, request: FastifyRequest, reply: FastifyReply): string {
+  const error = loggedAnswer(raw instanceof Error ? raw : new Error(String(raw)), request);
+  reply.removeHeader('content-length');
+  reply.removeHeader('retry-after');
+  errorHeaders(reply, error);
+  reply.code(error.status).type('application/json; charset=utf-8');
+  return JSON.stringify(envelope(request, error));
+}
+
+/** The catalogue's answer to `raw`, logged: an unexpected error's stack, or why a dependency is unavailable. */
+function loggedAnswer(raw: FastifyError | ApiError | Error, request: FastifyRequest): ApiError {
+  const error = toApiError(raw);
+  if (error.code === 'INTERNAL_ERROR') {
+    // Only name, message and stack: driver errors carry the query's parameters, which may hold secrets.
+    const err = { type: raw.name, message: raw.message, stack: raw.stack, code: (raw as { code?: unknown }).code };
+    request.log.error({ err, request_id: request.id }, 'unhandled error');
+  } else if (error.code === 'UNAVAILABLE') {
+    request.log.warn({ request_id: request.id, reason: raw.message.slice(0, 200) }, 'dependency unavailable');
+  }
+  return error;
 }
 
 function toApiError(raw: FastifyError | ApiError | Error): ApiError {

@@ -20,26 +20,77 @@ export function installValidators(app: FastifyInstance, schemas: DeferredSchemas
   const bodyAjv = addFormats(new Ajv({ ...base, coerceTypes: false }));
   const textAjv = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
   app.setValidatorCompiler(({ schema, httpPart, method, url }) => {
-    const compiled = schemas.defer(`${method} ${url} ${httpPart}`, () =>
-      (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object),
-    );
+    const coerced = httpPart !== 'body';
+    const compiled = schemas.defer(`${method} ${url} ${httpPart}`, () => ({
+      validate: (coerced ? textAjv : bodyAjv).compile(schema as object),
+      integers: coerced ? integerFields(schema) : [],
+    }));
     // Every schema but the headers' gets the text check: no route can forget it.
     const textChecked = httpPart !== 'headers';
     const check = (data: unknown): boolean => {
-      const validate = compiled();
-      const valid = validate(data);
+      const { validate, integers } = compiled();
       // Most requests send no query string: an empty part holds no text to check.
       if (!textChecked || isEmptyObject(data)) {
+        const valid = validate(data);
         check.errors = validate.errors;
         return valid;
       }
+      // Read before Ajv coerces the text in place (with `Number`, which also takes "0x10", "1e1" or " 5").
+      const notDecimal = integers.length > 0 ? notDecimalIntegers(data as Record<string, unknown>, integers) : undefined;
+      const valid = validate(data);
       const unstorable = unstorableText(data);
-      check.errors = unstorable.length > 0 ? [...(validate.errors ?? []), ...unstorable] : validate.errors;
-      return valid && unstorable.length === 0;
+      let errors = validate.errors;
+      if (notDecimal !== undefined) {
+        const fields = new Set(notDecimal.map((error) => error.instancePath));
+        errors = [...notDecimal, ...(errors ?? []).filter((error) => !fields.has(fieldOf(error.instancePath)))];
+      }
+      check.errors = unstorable.length > 0 ? [...(errors ?? []), ...unstorable] : errors;
+      return valid && notDecimal === undefined && unstorable.length === 0;
     };
     check.errors = null as ErrorObject[] | null | undefined;
     return check;
   });
+}
+
+/** An integer as a query string or path writes it: decimal digits, with a minus sign for a negative one. */
+const DECIMAL_INTEGER = /^-?[0-9]+$/;
+
+/**
+ * The fields of a query string or path schema whose value is an integer (or a list of them): JavaScript's
+ * `Number`, which Ajv coerces with, also reads hexadecimal, binary, octal, exponents, a plus sign, blanks
+ * around the digits and a decimal point, none of which the API's integers are written with.
+ */
+function integerFields(schema: unknown): string[] {
+  const properties = (schema as { properties?: Record<string, unknown> } | null)?.properties;
+  if (properties === undefined || properties === null) return [];
+  return Object.keys(properties).filter((name) => {
+    const field = properties[name] as { type?: unknown; items?: { type?: unknown } } | undefined;
+    return isInteger(field?.type) || (field?.type === 'array' && isInteger(field.items?.type));
+  });
+}
+
+function isInteger(type: unknown): boolean {
+  return type === 'integer' || (Array.isArray(type) && type.includes('integer') && !type.includes('string'));
+}
+
+/** A validation error for each integer field whose text is not written in decimal digits; undefined when none. */
+function notDecimalIntegers(data: Record<string, unknown>, fields: string[]): ErrorObject[] | undefined {
+  const found: ErrorObject[] = [];
+  for (const field of fields) {
+    if (!Object.hasOwn(data, field)) continue;
+    const value = data[field];
+    const texts = Array.isArray(value) ? value : [value];
+    if (texts.every((text) => typeof text !== 'string' || DECIMAL_INTEGER.test(text))) continue;
+    const instancePath = `/${field.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+    found.push({ keyword: 'type', instancePath, schemaPath: '#', params: {}, message: 'must be an integer written in decimal digits' });
+  }
+  return found.length > 0 ? found : undefined;
+}
+
+/** The top-level field an error's path is in (`/limit/0` is in `/limit`). */
+function fieldOf(instancePath: string): string {
+  const end = instancePath.indexOf('/', 1);
+  return end === -1 ? instancePath : instancePath.slice(0, end);
 }
 
 /** An object with no own enumerable field (a query string that was not sent). */

@@ -103,6 +103,47 @@ for (const target of testDatabases()) {
       assert.equal((await first).status, 200);
     });
 
+    test('a request cut after its effect committed is answered by its retry with that effect, not run again', async () => {
+      const committed = control.nextHangAfterCommit();
+      const cut = partnerApi(server, 'POST', '/test-fixtures/effects-then-hang', {
+        token,
+        body: { name: 'cut' },
+        headers: { 'idempotency-key': 'key-cut' },
+      });
+      await committed;
+      // Well past the key's lease: the retry finds the answer committed with the effect.
+      server.clock.advance(61_000);
+      token = (await exchange(server, apiKey)).body.access_token;
+      const retry = await partnerApi(server, 'POST', '/test-fixtures/effects-then-hang', {
+        token,
+        body: { name: 'cut' },
+        headers: { 'idempotency-key': 'key-cut' },
+      });
+      assert.equal(retry.status, 201, retry.text);
+      assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+      assert.equal(await effects('cut'), 1);
+      const { id } = (retry.body as { data: { id: number } }).data;
+      const row = await sql<{ id: number }>`select id from fixture_effects where name = 'cut'`.execute(server.database.db);
+      assert.equal(id, row.rows[0]?.id, 'the answer names the effect that was committed');
+      control.releaseHung();
+      assert.equal((await cut).status, 500);
+      const again = await partnerApi(server, 'POST', '/test-fixtures/effects-then-hang', {
+        token,
+        body: { name: 'cut' },
+        headers: { 'idempotency-key': 'key-cut' },
+      });
+      assert.equal(again.text, retry.text, 'what happened after the commit does not change the answer');
+    });
+
+    test('a success committed with its effect is the answer sent, byte for byte', async () => {
+      const first = await create('sealed', 'key-sealed');
+      const stored = await sql<{ body: string; state: string }>`select body, state from idempotency_keys where key = 'key-sealed'`.execute(
+        server.database.db,
+      );
+      assert.equal(stored.rows[0]?.state, 'done');
+      assert.equal(stored.rows[0]?.body, first.text);
+    });
+
     test('fifty concurrent identical requests have exactly one effect', async () => {
       const results = await Promise.all(Array.from({ length: 50 }, () => create('concurrent', 'key-50')));
       assert.equal(await effects('concurrent'), 1);

@@ -5,7 +5,8 @@ import type { Kysely } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { ApiError, ERROR_CATALOGUE, type ErrorCode, validationError } from '../errors/catalogue.ts';
 import { appendRouteHook } from '../http/route-hooks.ts';
-import { claimKey, completeKey, type IdempotencyScope, releaseKey } from './store.ts';
+import { type PendingAnswer, withPendingAnswer } from './answer.ts';
+import { claimKey, completeKey, type IdempotencyScope, releaseKey, releaseRunningKeys } from './store.ts';
 import type { IdempotencyTables } from './tables.ts';
 
 /** This module's own tables: infrastructure knows no domain module's. */
@@ -14,6 +15,8 @@ type Db = Kysely<IdempotencyTables>;
 declare module 'fastify' {
   interface FastifyRequest {
     idempotency?: IdempotencyScope;
+    /** The success answer the command's transaction writes with its effect (`answerWith`). */
+    idempotentAnswer?: PendingAnswer;
   }
   interface FastifyContextConfig {
     /** A route whose answer carries a secret says how its replays keep it out of storage. */
@@ -36,13 +39,19 @@ const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 /**
  * `Idempotency-Key` on authenticated mutating calls (partner-api.md,
  * Conventions). Runs after authentication and validation, so a malformed
- * request never consumes a key. The stored response is written before the
- * response leaves, so a replay is never older than what the client saw.
- * A 5xx is not stored: the client may retry it with the same key.
+ * request never consumes a key. A success is written by the transaction of the
+ * command that makes its effect (`answerWith`), so after any crash the key has
+ * either no effect and no answer (it runs again) or both; any other answer is
+ * written before the response leaves, so a replay is never older than what the
+ * client saw. A 5xx is not stored: the client may retry it with the same key.
  */
 export const idempotencyPlugin = fp(
-  async (app: FastifyInstance, opts: { db: Db; clock: Clock }) => {
+  async (app: FastifyInstance, opts: { db: Db; clock: Clock; exclusive: boolean }) => {
     const { db, clock } = opts;
+    // The only process on its database: a key still running was left by a predecessor that died with
+    // its request unanswered and its effect uncommitted (an effect commits with its answer), so a retry
+    // may run it again now rather than when the key's lease runs out.
+    if (opts.exclusive) await releaseRunningKeys(db);
 
     const claim = async (request: FastifyRequest, reply: FastifyReply) => {
       const header = request.headers['idempotency-key'];
@@ -59,9 +68,22 @@ export const idempotencyPlugin = fp(
         .digest('hex');
       const result = await claimKey(db, scope, fingerprint, request.id, clock.now());
       switch (result.kind) {
-        case 'claimed':
+        case 'claimed': {
           request.idempotency = scope;
+          const statusCode = successStatus(request.routeOptions.schema?.response);
+          if (statusCode === undefined) return;
+          const replay = request.routeOptions.config.idempotentReplay;
+          request.idempotentAnswer = {
+            scope,
+            requestId: request.id,
+            render: (data) => {
+              // The route's own serialiser for its success status: the bytes `send` writes.
+              const sent = String(reply.serializeInput({ status: 'success', data }, String(statusCode)));
+              return { statusCode, sent, stored: replay ? replay.store(sent) : sent };
+            },
+          };
           return;
+        }
         case 'reused':
           throw new ApiError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was already used with a different request.', {
             details: { idempotency_key: header },
@@ -89,9 +111,23 @@ export const idempotencyPlugin = fp(
       if (!scope) return payload;
       request.idempotency = undefined;
       const body = typeof payload === 'string' ? payload : String(payload ?? '');
+      const committed = request.idempotentAnswer?.committed;
+      if (committed !== undefined) {
+        // The effect committed with its answer: that answer is the key's, whatever happened after.
+        if (reply.statusCode < 300 && body !== committed) {
+          request.log.error({ request_id: request.id, route: request.routeOptions.url }, 'the answer sent differs from the one committed');
+        }
+        return payload;
+      }
       if (reply.statusCode >= 500 || isRetryableError(reply.statusCode, body)) {
-        // The spec says retry these (same key): the retry must run again, not replay the refusal.
-        await releaseKey(db, scope, request.id);
+        // The spec says retry these (same key): the retry must run again, not replay the refusal. A key
+        // that cannot be released now (the database is away too) is freed by its lease; the answer stands.
+        try {
+          await releaseKey(db, scope, request.id);
+        } catch (error) {
+          const reason = String((error as Error).message).slice(0, 200);
+          request.log.warn({ request_id: request.id, reason }, 'idempotency key not released');
+        }
         return payload;
       }
       const replay = request.routeOptions.config.idempotentReplay;
@@ -99,7 +135,7 @@ export const idempotencyPlugin = fp(
       try {
         await completeKey(db, scope, request.id, reply.statusCode, stored);
       } catch {
-        // One more try; if that fails too, the error handler answers 503 and the key's lease lets a retry run.
+        // One more try; if that fails too, the answer becomes 503 UNAVAILABLE (route-hooks.ts) and the key's lease lets a retry run.
         await completeKey(db, scope, request.id, reply.statusCode, stored);
       }
       return payload;
@@ -111,10 +147,21 @@ export const idempotencyPlugin = fp(
       if (!methods.some((method) => MUTATING.has(method))) return;
       appendRouteHook(route, 'preHandler', claim);
       appendRouteHook(route, 'onSend', store);
+      const handler = route.handler;
+      route.handler = function idempotent(this: FastifyInstance, request, reply) {
+        const answer = request.idempotentAnswer;
+        return answer ? withPendingAnswer(answer, () => handler.call(this, request, reply)) : handler.call(this, request, reply);
+      };
     });
   },
   { name: 'tenantry-idempotency' },
 );
+
+/** The one 2xx status a route's schema declares; undefined when it declares none or several. */
+function successStatus(response: unknown): number | undefined {
+  const statuses = Object.keys(response ?? {}).filter((status) => /^2\d\d$/.test(status));
+  return statuses.length === 1 ? Number(statuses[0]) : undefined;
+}
 
 /** A catalogue error the partner is told to retry (BUSY, NOT_READY, RATE_LIMITED, ...). */
 function isRetryableError(statusCode: number, body: string): boolean {

@@ -77,7 +77,10 @@ export async function completeKey(db: Db, scope: IdempotencyScope, requestId: st
   await byScopeUpdate(db, scope, requestId).set({ state: 'done', status_code: statusCode, body }).execute();
 }
 
-/** Forgets a claim whose request failed unexpectedly, so a retry with the key runs again. */
+/**
+ * Forgets a claim whose request failed unexpectedly, so a retry with the key runs again; never an answer
+ * already committed (a commit whose acknowledgement was lost still answers the retry).
+ */
 export async function releaseKey(db: Db, scope: IdempotencyScope, requestId: string): Promise<void> {
   await db
     .deleteFrom('idempotency_keys')
@@ -85,7 +88,17 @@ export async function releaseKey(db: Db, scope: IdempotencyScope, requestId: str
     .where('mode', '=', scope.mode)
     .where('key', '=', scope.key)
     .where('request_id', '=', requestId)
+    .where('state', '=', 'running')
     .execute();
+}
+
+/**
+ * Forgets every claim still running: for a process that owns its database alone (the embedded one),
+ * at start, when any running claim is one its killed predecessor left.
+ */
+export async function releaseRunningKeys(db: Db): Promise<number> {
+  const result = await db.deleteFrom('idempotency_keys').where('state', '=', 'running').executeTakeFirst();
+  return Number(result.numDeletedRows);
 }
 
 export async function deleteExpiredKeys(db: Db, now: Date): Promise<number> {

@@ -218,7 +218,8 @@ for (const target of testDatabases()) {
             await walkUnderChanges(
               {
                 descending: true,
-                create: (n) => createCustomerProject(base, `o${n}-${run}`),
+                // Two changes may carry the same n: each project gets a name of its own.
+                create: (n) => createCustomerProject(base, `o${n}-${run}-${created++}`),
                 // Operations are never deleted by a partner; only creations race this walk.
                 remove: async () => {},
                 page: (cursor, limit) => pageOf(`${base}/operations`, (x) => String(x.id), cursor, limit),
@@ -231,6 +232,7 @@ for (const target of testDatabases()) {
       );
     });
 
+    let created = 0;
     async function createCustomerProject(base: string, name: string): Promise<string> {
       const result = await partnerApi<{ data: { operation: { id: string } } }>(server, 'POST', `${base}/projects`, {
         token: p.test,

@@ -1,15 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Kysely } from 'kysely';
 import { writePrivateFile } from '../data-dir.ts';
 import { ConfigError } from '../errors/config-error.ts';
 import { SECRET_KEY_BYTES, SecretBox, secretKeyId } from './secret-box.ts';
+import { sealedWithKey } from './server-secrets.ts';
+import type { SecretTables } from './tables.ts';
 
 /**
  * Where the key that seals secrets at rest comes from, first match wins:
  * 1. TENANTRY_SECRET_KEY: keys separated by commas, the active one first;
  * 2. TENANTRY_SECRET_KEY_FILE: a file (a mounted Secret) with one key per line, the active one first;
- * 3. `<data dir>/secret-key`, created owner-only on first start: the embedded default.
+ * 3. `<data dir>/secret-key`, created owner-only on the first start of a database that has sealed nothing yet:
+ *    the embedded default.
  * A key is 32 bytes written as 64 hexadecimal characters (`openssl rand -hex 32`).
  * Several processes on one PostgreSQL database need the same key: use 1 or 2 there.
  */
@@ -21,23 +25,58 @@ export interface SecretKeySettings {
 
 export const DATA_DIR_KEY_FILE = 'secret-key';
 
+/** Where keys came from, as a refusal names it: the setting to change, and the variable or file that held them. */
+export interface SecretKeyOrigin {
+  variable: 'TENANTRY_SECRET_KEY' | 'TENANTRY_SECRET_KEY_FILE' | 'TENANTRY_DATA_DIR';
+  from: string;
+}
+
 export interface LoadedSecretKeys {
   box: SecretBox;
   /** Where the keys came from, for the start-up log line and error messages. */
   source: 'TENANTRY_SECRET_KEY' | 'TENANTRY_SECRET_KEY_FILE' | 'data directory';
+  origin: SecretKeyOrigin;
 }
 
-export function loadSecretKeys(settings: SecretKeySettings): LoadedSecretKeys {
+/**
+ * The configured keys, or undefined when the data directory holds no key file yet: whether one may be
+ * made depends on the database (`createDataDirKey`, once it is open).
+ */
+export function loadSecretKeys(settings: SecretKeySettings): LoadedSecretKeys | undefined {
   if (settings.secretKey !== undefined) {
-    return { box: new SecretBox(parseSecretKeys(settings.secretKey, 'TENANTRY_SECRET_KEY')), source: 'TENANTRY_SECRET_KEY' };
+    const origin = { variable: 'TENANTRY_SECRET_KEY', from: 'TENANTRY_SECRET_KEY' } as const;
+    return { box: new SecretBox(parseSecretKeys(settings.secretKey, origin.variable)), source: origin.variable, origin };
   }
   if (settings.secretKeyFile !== undefined) {
-    const text = readKeyFile(settings.secretKeyFile, 'TENANTRY_SECRET_KEY_FILE');
-    return { box: new SecretBox(parseSecretKeys(text, 'TENANTRY_SECRET_KEY_FILE')), source: 'TENANTRY_SECRET_KEY_FILE' };
+    const origin = { variable: 'TENANTRY_SECRET_KEY_FILE', from: settings.secretKeyFile } as const;
+    const text = readKeyFile(settings.secretKeyFile, origin.variable);
+    return { box: new SecretBox(parseSecretKeys(text, origin.variable)), source: origin.variable, origin };
   }
   const path = join(settings.dataDir, DATA_DIR_KEY_FILE);
+  const text = readKeyFile(path, 'TENANTRY_DATA_DIR', { absent: 'undefined' });
+  return text === undefined ? undefined : dataDirKeys(path, text);
+}
+
+/**
+ * The data directory's first key, written only for a database that holds nothing sealed: next to sealed
+ * secrets a new key would open none of them, and would stay on disk looking like the right one.
+ */
+export async function createDataDirKey(db: Kysely<SecretTables>, dataDir: string): Promise<LoadedSecretKeys> {
+  const path = join(dataDir, DATA_DIR_KEY_FILE);
+  const keyId = await sealedWithKey(db);
+  if (keyId !== undefined) {
+    throw new ConfigError(
+      'TENANTRY_DATA_DIR',
+      `the secret key file ${path} is missing, but the database holds secrets sealed with secret key ${keyId}; restore that file (or give its key in TENANTRY_SECRET_KEY): a new key would open none of them`,
+    );
+  }
   writePrivateFile(path, `${generateSecretKey()}\n`, { onlyIfAbsent: true });
-  return { box: new SecretBox(parseSecretKeys(readKeyFile(path, 'TENANTRY_DATA_DIR'), 'TENANTRY_DATA_DIR')), source: 'data directory' };
+  return dataDirKeys(path, readKeyFile(path, 'TENANTRY_DATA_DIR'));
+}
+
+function dataDirKeys(path: string, text: string): LoadedSecretKeys {
+  const origin = { variable: 'TENANTRY_DATA_DIR', from: path } as const;
+  return { box: new SecretBox(parseSecretKeys(text, origin.variable)), source: 'data directory', origin };
 }
 
 /** A new random key, as the configuration takes it. */
@@ -74,10 +113,14 @@ export function rotateDataDirKey(dataDir: string): { activeKeyId: string; previo
   return { activeKeyId: secretKeyId(Buffer.from(next, 'hex')), previousKeyIds: previous.map(secretKeyId) };
 }
 
-function readKeyFile(path: string, variable: string): string {
+function readKeyFile(path: string, variable: string): string;
+function readKeyFile(path: string, variable: string, options: { absent: 'undefined' }): string | undefined;
+function readKeyFile(path: string, variable: string, options: { absent?: 'undefined' } = {}): string | undefined {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ConfigError(variable, `the secret key file ${path} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && options.absent === 'undefined') return undefined;
+    throw new ConfigError(variable, `the secret key file ${path} cannot be read (${code ?? 'error'})`);
   }
 }

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { ConfigError } from '../errors/config-error.ts';
-import { isSealed, type SecretBox, SecretKeyError } from './secret-box.ts';
+import { isSealed, type SecretBox, SecretKeyError, sealedKeyId } from './secret-box.ts';
+import type { SecretKeyOrigin } from './secret-key.ts';
 import type { SecretTables } from './tables.ts';
 
 /** This module's own tables: infrastructure knows no domain module's. */
@@ -17,15 +18,26 @@ export interface ServerSecrets {
   cursorKey: Buffer;
 }
 
-export async function loadServerSecrets(db: Db, box: SecretBox): Promise<ServerSecrets> {
+/** `origin`: where the keys came from, named when they do not open what the database holds. */
+export async function loadServerSecrets(db: Db, box: SecretBox, origin?: SecretKeyOrigin): Promise<ServerSecrets> {
+  const from = origin ?? { variable: 'TENANTRY_SECRET_KEY', from: 'TENANTRY_SECRET_KEY' };
   return {
-    tokenSigningKey: await getOrCreate(db, box, 'token_signing_key'),
+    tokenSigningKey: await getOrCreate(db, box, 'token_signing_key', from),
     // A new name: the former cursor key was stored in plain text, and cursors are now encrypted.
-    cursorKey: await getOrCreate(db, box, 'cursor_key'),
+    cursorKey: await getOrCreate(db, box, 'cursor_key', from),
   };
 }
 
-async function getOrCreate(db: Db, box: SecretBox, name: string): Promise<Buffer> {
+/**
+ * The id of the key the database's secrets are sealed with, or undefined when nothing is sealed: a new
+ * database, or one from before secrets were sealed (its plain-text secrets are replaced at start).
+ */
+export async function sealedWithKey(db: Db): Promise<string | undefined> {
+  const rows = await db.selectFrom('server_secrets').select('value').execute();
+  return rows.map((row) => sealedKeyId(row.value)).find((id) => id !== undefined);
+}
+
+async function getOrCreate(db: Db, box: SecretBox, name: string, origin: SecretKeyOrigin): Promise<Buffer> {
   const context = `server_secrets:${name}`;
   await db
     .insertInto('server_secrets')
@@ -50,8 +62,8 @@ async function getOrCreate(db: Db, box: SecretBox, name: string): Promise<Buffer
   } catch (error) {
     if (error instanceof SecretKeyError) {
       throw new ConfigError(
-        'TENANTRY_SECRET_KEY',
-        `the database's ${name} is ${error.message}; every process sharing a database needs the same secret key`,
+        origin.variable,
+        `the database's ${name} is ${error.message}, read from ${origin.from}; every process sharing a database needs the same secret key`,
       );
     }
     throw error;

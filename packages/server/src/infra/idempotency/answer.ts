@@ -1,0 +1,45 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Kysely } from 'kysely';
+import { afterCommit, inTransaction } from '../db/transactions.ts';
+import { completeKey, type IdempotencyScope } from './store.ts';
+import type { IdempotencyTables } from './tables.ts';
+
+/**
+ * The success answer of the idempotent request running now, ready to be written by the transaction
+ * that makes its effect. A request cut by a crash between that commit and the response would otherwise
+ * leave its key running with no answer: the retry, once the key's lease ran out, would run again and
+ * answer what the first request's own effect now causes (ALREADY_EXISTS for the customer it created).
+ */
+export interface PendingAnswer {
+  readonly scope: IdempotencyScope;
+  readonly requestId: string;
+  /** The route's success status and body for `data`: the body as sent, and as kept at rest. */
+  render(data: unknown): { statusCode: number; sent: string; stored: string };
+  /** Set once the transaction that wrote the answer committed: the body it answers with. */
+  committed?: string;
+}
+
+const running = new AsyncLocalStorage<PendingAnswer>();
+
+/** Runs a route's handler with its request's pending answer in reach of the commands it calls. */
+export function withPendingAnswer<T>(answer: PendingAnswer, handler: () => T): T {
+  return running.run(answer, handler);
+}
+
+/**
+ * Writes `data`, as the running request's route answers it, as the request's idempotent answer, in
+ * `trx`: the transaction of the command whose effect the answer reports. A command calls it last in
+ * that transaction, with what it returns; outside an idempotent request it does nothing. Answers `data`.
+ */
+export async function answerWith<DB extends IdempotencyTables, T>(trx: Kysely<DB>, data: T): Promise<T> {
+  const answer = running.getStore();
+  if (answer === undefined) return data;
+  if (!inTransaction()) throw new Error('answerWith writes the answer in the transaction of the effect it answers for');
+  const { statusCode, sent, stored } = answer.render(data);
+  // The caller's transaction sees every module's tables; this module writes only its own.
+  await completeKey(trx as unknown as Kysely<IdempotencyTables>, answer.scope, answer.requestId, statusCode, stored);
+  afterCommit(() => {
+    answer.committed = sent;
+  });
+  return data;
+}
