@@ -6,10 +6,10 @@ import { SERVER_DATABASE_URL, startTestServer, type TestServer, testDatabases } 
 import { customerBody, eventually, lockWaiters, partnerWithModes } from '../../test/provisioning.ts';
 
 /**
- * A create writes its rows before it waits for its partner's row, in the statement that then takes
- * that row's lock (decisions 223, 239, 241): a clash is answered without waiting for the partner's
- * other creates, and a create that waits is counted once the lock is free. PostgreSQL only: the lock is
- * held here by a second connection, which the embedded database does not have.
+ * Creates of a partner hold its row while they check and commit (ADR 0003): a create that waits for the
+ * row (another process holds it) is checked and counted once the lock is free, and one whose id was
+ * taken meanwhile answers 409. PostgreSQL only: the lock is held here by a second connection, which the
+ * embedded database does not have.
  */
 describe('a create and its partner’s lock', { skip: SERVER_DATABASE_URL ? false : 'TENANTRY_TEST_DATABASE_URL is not set' }, () => {
   let server: TestServer;
@@ -28,34 +28,27 @@ describe('a create and its partner’s lock', { skip: SERVER_DATABASE_URL ? fals
     await server?.stop();
   });
 
-  test('while the partner’s row is locked, a taken id answers 409 at once, and a new customer waits for the lock, then is counted', async () => {
+  test('while the partner’s row is locked, creates wait for it; then a new customer is counted and a taken id answers 409', async () => {
     const first = await partnerApi(server, 'POST', '/customers', { token, body: customerBody('first') });
     assert.equal(first.status, 202, first.text);
 
     await locker.query('begin');
     await locker.query(`select 1 from partners where id = 'locked' for update`);
     try {
-      // Answered while the lock is still held (the transaction above ends only below): had the create
-      // waited for it, this call would not return.
-      const clash = await partnerApi<{ error: { code: string } }>(server, 'POST', '/customers', {
-        token,
-        body: customerBody('first'),
-        signal: AbortSignal.timeout(20_000),
-      });
-      assert.equal(clash.status, 409, clash.text);
-      assert.equal(clash.body.error.code, 'ALREADY_EXISTS');
-
-      // A new customer's create waits on the partner's row, its rows already written (uncommitted): the
-      // lock is released once a backend is seen waiting for it (pg_stat_activity does not show a waiting
-      // prepared statement's text, so any backend waiting for this lock counts).
       const waiting = partnerApi(server, 'POST', '/customers', { token, body: customerBody('second') });
+      const clash = partnerApi<{ error: { code: string } }>(server, 'POST', '/customers', { token, body: customerBody('first') });
+      // Released once a backend is seen waiting for the lock (pg_stat_activity does not show a waiting
+      // statement's text, so any backend waiting for this lock counts).
       await eventually(
         () => lockWaiters(locker, 'client'),
-        (waiting) => waiting >= 1,
+        (waiters) => waiters >= 1,
       );
       await locker.query('commit');
       const second = await waiting;
       assert.equal(second.status, 202, second.text);
+      const taken = await clash;
+      assert.equal(taken.status, 409, taken.text);
+      assert.equal(taken.body.error.code, 'ALREADY_EXISTS');
     } finally {
       await locker.query('rollback').catch(() => undefined);
     }

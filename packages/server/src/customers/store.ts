@@ -84,8 +84,27 @@ export async function lockCustomerByUid(trx: Db, uid: string): Promise<CustomerR
 }
 
 /** The customer's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function customerInsert(qc: QueryCreator<Database>, row: CustomerRow) {
-  return qc.insertInto('customers').values(row);
+export function customerInsert(qc: QueryCreator<Database>, rows: CustomerRow | readonly CustomerRow[]) {
+  return qc.insertInto('customers').values(rows);
+}
+
+/** Of `ids`, those the partner already has in this mode, as a subquery. */
+export function customerIdsTaken(eb: ExpressionBuilder<Database, never>, owner: Owner, ids: readonly string[]) {
+  return eb
+    .selectFrom('customers')
+    .select('id')
+    .where('partner_id', '=', owner.partnerId)
+    .where('mode', '=', owner.mode)
+    .where('id', 'in', ids);
+}
+
+/** Of `names`, those that are organizations on this platform scope (whoever's), as a subquery. */
+export function organizationsTaken(eb: ExpressionBuilder<Database, never>, scope: string, names: readonly string[]) {
+  return eb
+    .selectFrom('customers')
+    .select(['organization', 'id', 'partner_id'])
+    .where('platform_scope', '=', scope)
+    .where('organization', 'in', names);
 }
 
 /** Any change but the status, which moves only through `setCustomerStatus`. */

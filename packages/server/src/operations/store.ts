@@ -58,8 +58,8 @@ export function newOperationRow(op: NewOperation): OperationRow {
 }
 
 /** The operation's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function operationInsert(qc: QueryCreator<Database>, row: OperationRow) {
-  return qc.insertInto('operations').values(row);
+export function operationInsert(qc: QueryCreator<Database>, rows: OperationRow | readonly OperationRow[]) {
+  return qc.insertInto('operations').values(rows);
 }
 
 /**

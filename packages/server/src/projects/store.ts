@@ -14,8 +14,17 @@ export async function insertProject(trx: Db, row: ProjectRow): Promise<void> {
 }
 
 /** The project's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function projectInsert(qc: QueryCreator<Database>, row: ProjectRow) {
-  return qc.insertInto('projects').values(row);
+export function projectInsert(qc: QueryCreator<Database>, rows: ProjectRow | readonly ProjectRow[]) {
+  return qc.insertInto('projects').values(rows);
+}
+
+/** Of `names`, those that are project namespaces on this platform scope (whoever's), as a subquery. */
+export function namespacesTaken(eb: ExpressionBuilder<Database, never>, scope: string, names: readonly string[]) {
+  return eb
+    .selectFrom('projects')
+    .select(['namespace', 'name', 'customer_id', 'partner_id'])
+    .where('platform_scope', '=', scope)
+    .where('namespace', 'in', names);
 }
 
 /**

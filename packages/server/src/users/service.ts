@@ -6,11 +6,12 @@ import type { CustomerService } from '../customers/service.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
-import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
+import { reservedUsername } from '../platform/names.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
@@ -75,6 +76,8 @@ export class UserService {
 
   async create(tenant: Tenant, customerId: string, request: CreateUserRequest): Promise<User> {
     const { db, clock } = this.#deps;
+    const reserved = reservedUsername(request.username);
+    if (reserved) throw validationError([{ in: 'body', field: 'username', message: reserved }]);
     let row: UserRow;
     let customer: CustomerRow;
     try {

@@ -15,8 +15,8 @@ export async function insertUser(trx: Db, row: UserRow): Promise<void> {
 }
 
 /** The user's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function userInsert(qc: QueryCreator<Database>, row: UserRow) {
-  return qc.insertInto('users').values(row);
+export function userInsert(qc: QueryCreator<Database>, rows: UserRow | readonly UserRow[]) {
+  return qc.insertInto('users').values(rows);
 }
 
 /** A user of a customer by username (one being removed is already gone). */

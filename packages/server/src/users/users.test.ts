@@ -58,6 +58,27 @@ for (const target of testDatabases()) {
       assert.equal((await addUser({ username: 'bob', email: 'bob@acme.example' }, p.test)).status, 201);
     });
 
+    test('reserved usernames (admin, service-account-*) answer 400 at once, for users and owners, on the sandbox too', async () => {
+      for (const username of ['admin', 'service-account-tenantry']) {
+        const refused = assertError(await addUser({ username, email: `${username}@acme.example` }), 400, 'VALIDATION_ERROR');
+        assert.deepEqual(
+          (refused.details?.errors as { field: string }[]).map((e) => e.field),
+          ['username'],
+        );
+        assert.match(JSON.stringify(refused.details), /reserved/);
+      }
+      const owner = assertError(
+        await partnerApi(server, 'POST', '/customers', {
+          token: p.live,
+          body: { id: 'reserved-owner', owner: { username: 'admin', email: 'admin@reserved.example' } },
+        }),
+        400,
+        'VALIDATION_ERROR',
+      );
+      assert.equal((owner.details?.errors as { field: string }[])[0]?.field, 'owner.username');
+      assertError(await partnerApi(server, 'GET', '/customers/reserved-owner', { token: p.live }), 404, 'NOT_FOUND');
+    });
+
     test('deleting the owner answers 403 FORBIDDEN; another user is deleted', async () => {
       const owner = assertError(await partnerApi(server, 'DELETE', '/customers/acme/users/alice', { token: p.live }), 403, 'FORBIDDEN');
       assert.equal(owner.details?.is_owner, true);

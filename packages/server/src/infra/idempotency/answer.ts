@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Kysely } from 'kysely';
 import { afterCommit, inTransaction } from '../db/transactions.ts';
-import { completeKey, type IdempotencyScope } from './store.ts';
+import { type CompletedKey, completeKey, completeKeys, type IdempotencyScope } from './store.ts';
 import type { IdempotencyTables } from './tables.ts';
 
 /**
@@ -24,6 +24,38 @@ const running = new AsyncLocalStorage<PendingAnswer>();
 /** Runs a route's handler with its request's pending answer in reach of the commands it calls. */
 export function withPendingAnswer<T>(answer: PendingAnswer, handler: () => T): T {
   return running.run(answer, handler);
+}
+
+/**
+ * The pending answer of the request running now, for a command that commits it later in a transaction
+ * it shares with other requests' effects (`answersFor`); undefined outside an idempotent request.
+ */
+export function currentAnswer(): PendingAnswer | undefined {
+  return running.getStore();
+}
+
+/**
+ * Writes each request's answer in `trx`, the one transaction that commits all their effects (a batch
+ * of creates): as `answerWith` does for one request, with each request's answer given explicitly.
+ */
+export async function answersFor<DB extends IdempotencyTables>(
+  trx: Kysely<DB>,
+  answers: ReadonlyArray<{ answer: PendingAnswer | undefined; data: unknown }>,
+): Promise<void> {
+  if (!inTransaction()) throw new Error('answersFor writes the answers in the transaction of the effects they answer for');
+  const written: { answer: PendingAnswer; sent: string }[] = [];
+  const keys: CompletedKey[] = [];
+  for (const { answer, data } of answers) {
+    if (!answer) continue;
+    const { statusCode, sent, stored } = answer.render(data);
+    keys.push({ scope: answer.scope, requestId: answer.requestId, statusCode, body: stored });
+    written.push({ answer, sent });
+  }
+  if (keys.length === 0) return;
+  await completeKeys(trx as unknown as Kysely<IdempotencyTables>, keys);
+  afterCommit(() => {
+    for (const { answer, sent } of written) answer.committed = sent;
+  });
 }
 
 /**

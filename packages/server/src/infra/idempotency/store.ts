@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { KeyMode } from '../mode.ts';
 import type { IdempotencyTables } from './tables.ts';
 
@@ -75,6 +75,35 @@ export async function claimKey(db: Db, scope: IdempotencyScope, fingerprint: str
 
 export async function completeKey(db: Db, scope: IdempotencyScope, requestId: string, statusCode: number, body: string): Promise<void> {
   await byScopeUpdate(db, scope, requestId).set({ state: 'done', status_code: statusCode, body }).execute();
+}
+
+export interface CompletedKey {
+  scope: IdempotencyScope;
+  requestId: string;
+  statusCode: number;
+  body: string;
+}
+
+/** `completeKey` for several keys in one statement (the answers of a batch committed together). */
+export async function completeKeys(db: Db, keys: CompletedKey[]): Promise<void> {
+  if (keys.length === 0) return;
+  if (keys.length === 1) {
+    const [only] = keys as [CompletedKey];
+    return completeKey(db, only.scope, only.requestId, only.statusCode, only.body);
+  }
+  const rows = JSON.stringify(
+    keys.map((k) => ({
+      partner_id: k.scope.partnerId,
+      mode: k.scope.mode,
+      key: k.scope.key,
+      request_id: k.requestId,
+      status_code: k.statusCode,
+      body: k.body,
+    })),
+  );
+  await sql`update idempotency_keys as k set state = 'done', status_code = v.status_code, body = v.body
+    from jsonb_to_recordset(${rows}::jsonb) as v(partner_id text, mode text, key text, request_id text, status_code integer, body text)
+    where k.partner_id = v.partner_id and k.mode = v.mode and k.key = v.key and k.request_id = v.request_id`.execute(db);
 }
 
 /**

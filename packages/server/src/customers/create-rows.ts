@@ -1,0 +1,100 @@
+import type { NewCustomerQuota } from '../capacity/quotas.ts';
+import { newId } from '../infra/ids.ts';
+import { newOperationRow, type OperationRow } from '../operations/store.ts';
+import type { Tenant } from '../platform/tenant.ts';
+import type { ProjectRow } from '../projects/store.ts';
+import type { UserRow } from '../users/store.ts';
+import type { CreateCustomerRequest } from './schemas.ts';
+import type { CustomerRow } from './store.ts';
+
+export type NewCustomerRows = { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow };
+
+/**
+ * A new customer's rows as its create writes them: the customer (provisioning, with the plan's quota),
+ * its owner, its first project and its `customer.create` operation.
+ */
+export function newCustomerRows(
+  tenant: Tenant,
+  request: CreateCustomerRequest,
+  wanted: Pick<NewCustomerQuota, 'planId' | 'quota'>,
+  names: { organization: string; namespace: string; project: string },
+  platformStateAt: Date,
+): NewCustomerRows {
+  const now = tenant.now;
+  const row: CustomerRow = {
+    uid: newId('customer'),
+    platform_scope: tenant.scope,
+    partner_id: tenant.partnerId,
+    mode: tenant.mode,
+    id: request.id,
+    organization: names.organization,
+    external_id: request.external_id ?? null,
+    display_name: request.display_name ?? null,
+    status: 'provisioning',
+    status_before_deletion: null,
+    plan_id: wanted.planId,
+    owner_username: request.owner.username,
+    owner_email: request.owner.email,
+    created_at: now,
+    updated_at: now,
+    suspended_at: null,
+    suspension_reason: null,
+    scheduled_deletion_at: null,
+    grace_days: null,
+    deletion_immediate: null,
+    quota: wanted.quota,
+    quota_revision: 1,
+    project_caps: {},
+    quota_applied_revision: null,
+    quota_retry_revision: null,
+    quota_retry_at: null,
+    quota_retry_count: 0,
+    quota_retry_problem: null,
+    held_at: null,
+    hold_reason: null,
+  };
+  // The owner and the first project are made on the platform by the operation (users and projects modules).
+  const owner: UserRow = {
+    uid: newId('user'),
+    customer_uid: row.uid,
+    platform_scope: tenant.scope,
+    partner_id: tenant.partnerId,
+    mode: tenant.mode,
+    customer_id: row.id,
+    username: request.owner.username,
+    email: request.owner.email,
+    email_key: request.owner.email.toLowerCase(),
+    role: 'admin',
+    is_owner: true,
+    first_name: request.owner.first_name ?? null,
+    last_name: request.owner.last_name ?? null,
+    required_actions: [],
+    created_at: now,
+    platform_state: 'pending',
+    platform_state_at: platformStateAt,
+  };
+  const project: ProjectRow = {
+    uid: newId('project'),
+    customer_uid: row.uid,
+    platform_scope: tenant.scope,
+    partner_id: tenant.partnerId,
+    mode: tenant.mode,
+    customer_id: row.id,
+    name: names.project,
+    state: 'provisioning',
+    namespace: names.namespace,
+    cidr: null,
+    created_at: now,
+    updated_at: now,
+  };
+  const operation = newOperationRow({
+    partnerId: tenant.partnerId,
+    mode: tenant.mode,
+    type: 'customer.create',
+    customerUid: row.uid,
+    customerId: row.id,
+    project: names.project,
+    now,
+  });
+  return { customer: row, owner, project, operation };
+}
