@@ -10,8 +10,8 @@ import { ApiError, notFound, validationError } from '../infra/errors/catalogue.t
 import { answerWith } from '../infra/idempotency/answer.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
-import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
 import { reservedUsername } from '../platform/names.ts';
+import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {

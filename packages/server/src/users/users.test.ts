@@ -61,8 +61,9 @@ for (const target of testDatabases()) {
     test('reserved usernames (admin, service-account-*) answer 400 at once, for users and owners, on the sandbox too', async () => {
       for (const username of ['admin', 'service-account-tenantry']) {
         const refused = assertError(await addUser({ username, email: `${username}@acme.example` }), 400, 'VALIDATION_ERROR');
+        const fields = (refused.details?.errors ?? []) as { field: string }[];
         assert.deepEqual(
-          (refused.details?.errors as { field: string }[]).map((e) => e.field),
+          fields.map((e) => e.field),
           ['username'],
         );
         assert.match(JSON.stringify(refused.details), /reserved/);
@@ -75,7 +76,8 @@ for (const target of testDatabases()) {
         400,
         'VALIDATION_ERROR',
       );
-      assert.equal((owner.details?.errors as { field: string }[])[0]?.field, 'owner.username');
+      const ownerFields = (owner.details?.errors ?? []) as { field: string }[];
+      assert.equal(ownerFields[0]?.field, 'owner.username');
       assertError(await partnerApi(server, 'GET', '/customers/reserved-owner', { token: p.live }), 404, 'NOT_FOUND');
     });
 
