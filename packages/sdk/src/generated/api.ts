@@ -16,7 +16,7 @@ export interface Api {
          */
         id: string;
         /**
-         * Username: a DNS label of 1 to 40 characters.
+         * Username: a DNS label of 1 to 40 characters; `admin` is reserved (every organization realm has it).
          */
         username: string;
       };
@@ -108,7 +108,7 @@ export interface Api {
          */
         id: string;
         /**
-         * Username: a DNS label of 1 to 40 characters.
+         * Username: a DNS label of 1 to 40 characters; `admin` is reserved (every organization realm has it).
          */
         username: string;
       };
@@ -232,7 +232,7 @@ export interface Api {
          */
         id: string;
         /**
-         * Username: a DNS label of 1 to 40 characters.
+         * Username: a DNS label of 1 to 40 characters; `admin` is reserved (every organization realm has it).
          */
         username: string;
       };
@@ -580,7 +580,7 @@ export interface Api {
          */
         id: string;
         /**
-         * Username: a DNS label of 1 to 40 characters.
+         * Username: a DNS label of 1 to 40 characters; `admin` is reserved (every organization realm has it).
          */
         username: string;
       };
@@ -771,7 +771,7 @@ export interface CreateCustomerRequest {
   display_name?: string;
   owner: {
     /**
-     * Username: a DNS label of 1 to 40 characters.
+     * Username: a DNS label of 1 to 40 characters; `admin` is reserved (every organization realm has it).
      */
     username: string;
     email: string;
@@ -844,7 +844,7 @@ export interface Project {
 }
 export interface CreateUserRequest {
   /**
-   * Username: a DNS label of 1 to 40 characters.
+   * Username: a DNS label of 1 to 40 characters; `admin` is reserved (every organization realm has it).
    */
   username: string;
   email: string;
