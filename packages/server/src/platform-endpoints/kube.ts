@@ -118,7 +118,8 @@ export class KubeClient {
     await this.#core.createNamespacedEvent({
       namespace,
       body: {
-        metadata: { generateName: `${service.metadata?.name}.`, namespace },
+        // A generateName is validated as a name prefix: a trailing dash is allowed, a trailing dot is refused (422).
+        metadata: { generateName: `${service.metadata?.name}-`, namespace },
         involvedObject: {
           apiVersion: 'v1',
           kind: 'Service',
