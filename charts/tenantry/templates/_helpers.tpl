@@ -104,6 +104,10 @@ capabilities:
 The kubernetes platform driver's cluster-wide rules: exactly the calls in
 packages/server/src/platform/kubernetes (kube.ts lists the kinds). No secrets, no pods, no wildcard.
 */}}
+{{- define "tenantry.kubeDcServiceAccount" -}}
+{{- default (printf "%s-plan-writer" (include "tenantry.fullname" .)) .Values.platformDriver.kubernetes.kubeDc.serviceAccount.name -}}
+{{- end -}}
+
 {{- define "tenantry.platformDriverRules" -}}
 - apiGroups: [""]
   resources: [namespaces]
@@ -111,9 +115,12 @@ packages/server/src/platform/kubernetes (kube.ts lists the kinds). No secrets, n
 - apiGroups: [""]
   resources: [resourcequotas]
   verbs: [get, create, patch, delete]
+- apiGroups: [""]
+  resources: [limitranges]
+  verbs: [list]
 - apiGroups: [kube-dc.com]
   resources: [organizations]
-  verbs: [get, create, patch, delete]
+  verbs: [get, create, delete]
 - apiGroups: [kube-dc.com]
   resources: [projects]
   verbs: [get, list, create, delete]
@@ -128,7 +135,10 @@ packages/server/src/platform/kubernetes (kube.ts lists the kinds). No secrets, n
   verbs: [get, create, patch]
 - apiGroups: [kubevirt.io]
   resources: [virtualmachines]
-  verbs: [get, list, create, patch]
+  verbs: [get, list, create, patch, delete]
+- apiGroups: [cdi.kubevirt.io]
+  resources: [datavolumes]
+  verbs: [list, create]
 - apiGroups: [db.kube-dc.com]
   resources: [kdcdatabases]
   verbs: [list, patch]

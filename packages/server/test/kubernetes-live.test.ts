@@ -30,11 +30,11 @@ for (const target of testDatabases()) {
 
     before(async () => {
       fx = await startKubernetesFixture();
-      // Kube-DC installs the OS image catalogue as a ConfigMap; Tenantry reads it in its own namespace.
+      // Kube-DC's chart installs the OS image catalogue as a ConfigMap in its own namespace.
       fx.kube?.create({
         apiVersion: 'v1',
         kind: 'ConfigMap',
-        metadata: { name: 'images-configmap', namespace: 'tenantry' },
+        metadata: { name: 'images-configmap', namespace: 'kube-dc' },
         data: { 'images.yaml': readFileSync(new URL('../src/images/default-images.yaml', import.meta.url), 'utf8') },
       });
       dir = mkdtempSync(join(tmpdir(), 'tenantry-live-'));
@@ -49,6 +49,7 @@ for (const target of testDatabases()) {
           TENANTRY_IDP_CLIENT_ID: fx.config.identity.clientId,
           TENANTRY_IDP_CLIENT_SECRET_FILE: join(dir, 'idp-secret'),
           TENANTRY_ADDRESS_POOL: '10.100.0.0/22',
+          TENANTRY_KUBE_DC_SERVICE_ACCOUNT: fx.config.kubeDcServiceAccount ?? '',
         },
       });
       tokens = await partnerWithModes(server, 'acme');
@@ -133,9 +134,11 @@ for (const target of testDatabases()) {
       });
       const answer = await form.text();
       assert.equal(form.status, 303, answer.match(/<[^>]*(?:error|alert)[^>]*>[^<]+/g)?.join(' | ') ?? answer);
-      const vm = fx.kube?.get(VM[0], VM[1], 'web-1', namespace);
-      const spec = vm?.spec as { dataVolumeTemplates: { spec: { source: { http: { url: string } } } }[] };
-      assert.match(spec.dataVolumeTemplates[0]?.spec.source.http.url ?? '', /^https:\/\/cloud-images\.ubuntu\.com\//);
+      assert.ok(fx.kube?.get(VM[0], VM[1], 'web-1', namespace), 'the VM is on the cluster');
+      // Its root disk is a DataVolume of its own, as Kube-DC's wizard makes it, imported from the image.
+      const disk = fx.kube?.get('cdi.kubevirt.io/v1beta1', 'DataVolume', 'web-1-disk', namespace);
+      const source = (disk?.spec as { source?: { http?: { url?: string } } } | undefined)?.source;
+      assert.match(source?.http?.url ?? '', /^https:\/\/cloud-images\.ubuntu\.com\//);
       assert.match((await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } })).text, /<strong>web-1<\/strong>/);
       // A cluster that does not answer: the console says so as a page (503, Retry-After), not as JSON.
       fx.kube?.faults.failNext({ status: 503, count: 1_000, match: () => true });
@@ -193,7 +196,7 @@ for (const target of testDatabases()) {
       );
       assert.equal(done.status, 'succeeded', JSON.stringify(done));
       const cap = await settle(
-        async () => fx.kube?.tryGet('v1', 'ResourceQuota', 'project-quota', namespace),
+        async () => fx.kube?.tryGet('v1', 'ResourceQuota', 'tenantry-project-cap', namespace),
         (rq) => rq !== undefined,
         "the project cap's ResourceQuota",
       );

@@ -6,9 +6,10 @@ import pino from 'pino';
 import type { KubernetesPlatformConfig } from '../src/platform/kubernetes/config.ts';
 import { createKubernetesPlatform, type KubernetesPlatform } from '../src/platform/kubernetes/kubernetes-platform.ts';
 import type { PlatformContext, Progress } from '../src/platform/platform.ts';
-import { KeycloakDouble } from './keycloak/index.ts';
-import { KubeApi } from './kube-api/index.ts';
-import { KubeDcController } from './kube-api/kube-dc-controller.ts';
+import type { KeycloakDouble } from './keycloak/index.ts';
+import type { KubeApi } from './kube-api/index.ts';
+import type { KubeDcController } from './kube-api/kube-dc-controller.ts';
+import { DRIVER_USER, PLAN_WRITER, startKubeDcCluster } from './kube-dc-cluster.ts';
 
 /**
  * The kubernetes platform driver wired to the doubles (the Kubernetes API with Kube-DC and its controller
@@ -52,6 +53,8 @@ export async function startKubernetesFixture(overrides: Partial<KubernetesPlatfo
         clientSecret: process.env.TENANTRY_TEST_IDP_CLIENT_SECRET ?? '',
       },
       addressPool: (process.env.TENANTRY_TEST_ADDRESS_POOL ?? '10.250.0.0/20').split(','),
+      kubeDcNamespace: process.env.TENANTRY_TEST_KUBE_DC_NAMESPACE ?? 'kube-dc',
+      kubeDcServiceAccount: process.env.TENANTRY_TEST_KUBE_DC_SERVICE_ACCOUNT,
       ...overrides,
     });
     return {
@@ -66,15 +69,15 @@ export async function startKubernetesFixture(overrides: Partial<KubernetesPlatfo
       close: async () => rmSync(dir, { recursive: true, force: true }),
     };
   }
-  const kube = await KubeApi.start();
-  const controller = new KubeDcController(kube, { running: false });
-  const keycloak = await KeycloakDouble.start();
-  kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'tenantry' } });
+  const cluster = await startKubeDcCluster({ running: false });
+  const { kube, controller, keycloak } = cluster;
   const secretFile = join(dir, 'client-secret');
   writeFileSync(secretFile, keycloak.credentials.clientSecret, { mode: 0o600 });
-  const kubeConfig = kube.kubeConfig('tenantry-driver');
+  // The driver as the chart deploys it: the `tenantry` service account, with the chart's RBAC only.
+  const kubeConfig = kube.kubeConfig(DRIVER_USER);
   const config = baseConfig({
     identity: { ...baseConfig().identity, url: keycloak.url, ...keycloak.credentials },
+    kubeDcServiceAccount: PLAN_WRITER,
     ...overrides,
   });
   return {
@@ -87,11 +90,9 @@ export async function startKubernetesFixture(overrides: Partial<KubernetesPlatfo
     settle: async () => {
       controller.step();
     },
-    restart: () => createKubernetesPlatform(config, logger, kube.kubeConfig('tenantry-driver')),
+    restart: () => createKubernetesPlatform(config, logger, kube.kubeConfig(DRIVER_USER)),
     close: async () => {
-      controller.close();
-      await kube.close();
-      await keycloak.close();
+      await cluster.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -109,14 +110,16 @@ export function baseConfig(overrides: Partial<KubernetesPlatformConfig> = {}): K
       login: 'impersonation',
       loginClientId: 'kube-dc',
       loginRedirectUrl: 'https://console.example.test/',
-      adminRole: 'org-admin',
     },
     addressPool: ['10.100.0.0/22'],
     projectPrefixLength: 24,
     egressNetworkType: 'cloud',
     metricsUrl: undefined,
     gpuProfiles: { 'nvidia-a10': 'nvidia.com/GA102GL_A10' },
-    contactEmail: 'platform@tenantry.invalid',
+    organizationEmail: 'platform+{organization}@tenantry.invalid',
+    kubeDcNamespace: 'kube-dc',
+    kubeDcServiceAccount: undefined,
+    vmStorageClass: undefined,
     ...overrides,
   };
 }

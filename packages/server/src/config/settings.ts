@@ -113,7 +113,22 @@ export const SETTINGS = [
     defaultText: 'required with action-token',
     description: 'kubernetes, action-token: where the login lands (the console)',
   },
-  { variable: 'TENANTRY_IDP_ADMIN_ROLE', fallback: 'org-admin', description: "kubernetes: the realm role of an organization's admins" },
+  {
+    variable: 'TENANTRY_KUBE_DC_NAMESPACE',
+    fallback: 'kube-dc',
+    description: "kubernetes: Kube-DC's own namespace (its images-configmap, and the service account of TENANTRY_KUBE_DC_SERVICE_ACCOUNT)",
+  },
+  {
+    variable: 'TENANTRY_KUBE_DC_SERVICE_ACCOUNT',
+    defaultText: 'unset: plan changes of existing customers are refused by Kube-DC',
+    description:
+      "kubernetes: a service account in Kube-DC's namespace the driver impersonates to change an Organization's plan annotations (Kube-DC's admission allows that to its own namespace only)",
+  },
+  {
+    variable: 'TENANTRY_VM_STORAGE_CLASS',
+    defaultText: "unset: the cluster's default StorageClass",
+    description: "kubernetes: the StorageClass of a console VM's root disk (Kube-DC's VM tiers: local-path, rbd-vm)",
+  },
   {
     variable: 'TENANTRY_ADDRESS_POOL',
     defaultText: 'required with kubernetes',
@@ -148,8 +163,9 @@ export const SETTINGS = [
   },
   {
     variable: 'TENANTRY_ORGANIZATION_EMAIL',
-    fallback: 'platform@tenantry.invalid',
-    description: "kubernetes: an Organization's contact email until its owner is known",
+    fallback: 'platform+{organization}@tenantry.invalid',
+    description:
+      "kubernetes: each Organization's spec.email ({organization} is replaced by its name), which Kube-DC gives its realm's admin user; never a customer user's address",
   },
   {
     variable: 'TENANTRY_SANDBOX_DELAY_MS',
@@ -163,7 +179,7 @@ export const SETTINGS = [
   },
   {
     variable: 'TENANTRY_OS_IMAGES_FILE',
-    defaultText: 'the bundled example; on the kubernetes platform, the images-configmap ConfigMap',
+    defaultText: "the bundled example; on the kubernetes platform, Kube-DC's images-configmap ConfigMap",
     description: "the console's OS image catalogue (images.yaml); read every 30 s, a bad file keeps the last good one",
   },
   {

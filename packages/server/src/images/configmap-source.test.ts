@@ -113,18 +113,19 @@ describe('the images-configmap ConfigMap as the catalogue source', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tenantry-kubeconfig-'));
     try {
       const kubeconfig = await kube.writeKubeconfig(join(dir, 'config'), 'tenantry');
-      kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'tenantry-system' } });
+      kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kube-dc-system' } });
       kube.create({
         ...configMap({ 'images.yaml': imagesYaml('Fedora 42') }),
-        metadata: { name: 'images-configmap', namespace: 'tenantry-system' },
+        metadata: { name: 'images-configmap', namespace: 'kube-dc-system' },
       });
-      // TENANTRY_KUBECONFIG and TENANTRY_KUBERNETES_NAMESPACE, as the driver uses them (not $KUBECONFIG).
+      // TENANTRY_KUBECONFIG as the driver uses it (not $KUBECONFIG), and Kube-DC's namespace
+      // (TENANTRY_KUBE_DC_NAMESPACE), where Kube-DC's chart writes its catalogue.
       const source = await catalogueSourceFor({
         osImagesFile: undefined,
         platform: 'kubernetes',
-        kubernetes: { kubeconfig, namespace: 'tenantry-system' },
+        kubernetes: { kubeconfig, kubeDcNamespace: 'kube-dc-system' },
       });
-      assert.equal(source.description, 'configmap tenantry-system/images-configmap');
+      assert.equal(source.description, 'configmap kube-dc-system/images-configmap');
       const catalogue = new OsImageCatalogue({ source, clock: new ManualClock(), logger: pino({ level: 'silent' }) });
       await catalogue.refresh();
       assert.deepEqual(names(catalogue), ['Fedora 42']);

@@ -1,15 +1,15 @@
 import { bundledSource, type CatalogueSource, FileSource } from './sources.ts';
 
 /**
- * Where the catalogue is read from (decision 130): TENANTRY_OS_IMAGES_FILE when it is set (a mounted
- * `images-configmap`), else the `images-configmap` ConfigMap itself on the `kubernetes` platform, else the
- * bundled example.
+ * Where the catalogue is read from: TENANTRY_OS_IMAGES_FILE when it is set (a mounted `images-configmap`),
+ * else Kube-DC's `images-configmap` ConfigMap in its namespace (TENANTRY_KUBE_DC_NAMESPACE) on the
+ * `kubernetes` platform, else the bundled example.
  */
 export async function catalogueSourceFor(config: {
   osImagesFile: string | undefined;
   platform: 'sandbox' | 'kubernetes';
-  /** The kubernetes platform's cluster access: the same kubeconfig (or service account) and namespace as the driver. */
-  kubernetes?: { kubeconfig: string | undefined; namespace: string } | undefined;
+  /** The kubernetes platform's cluster access (the driver's kubeconfig or service account), and Kube-DC's namespace. */
+  kubernetes?: { kubeconfig: string | undefined; kubeDcNamespace: string } | undefined;
 }): Promise<CatalogueSource> {
   if (config.osImagesFile) return new FileSource(config.osImagesFile);
   if (config.platform === 'kubernetes') {
@@ -19,7 +19,8 @@ export async function catalogueSourceFor(config: {
     const kubeConfig = new KubeConfig();
     if (config.kubernetes?.kubeconfig) kubeConfig.loadFromFile(config.kubernetes.kubeconfig);
     else kubeConfig.loadFromCluster();
-    return ConfigMapSource.fromKubeConfig(kubeConfig, config.kubernetes?.namespace);
+    // Kube-DC's chart writes the catalogue into its own release namespace (templates/os-images-configmap.yaml).
+    return ConfigMapSource.fromKubeConfig(kubeConfig, config.kubernetes?.kubeDcNamespace);
   }
   return bundledSource();
 }

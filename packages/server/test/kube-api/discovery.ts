@@ -1,3 +1,5 @@
+import { statusBody } from './errors.ts';
+import { acceptsJson, openApiV2, openApiV3, openApiV3Discovery } from './openapi.ts';
 import { apiVersionOf, type ResourceRegistry } from './registry.ts';
 
 /** The discovery documents clients read before they talk to a group (kubectl, client-node's generic API). */
@@ -55,4 +57,20 @@ export function discovery(registry: ResourceRegistry, segments: string[]): Recor
       : []),
   ]);
   return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: apiVersionOf({ group, version }), resources };
+}
+
+/** `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<group-version>` (openapi.ts): a status and a body. */
+export function openApi(registry: ResourceRegistry, segments: string[], accept: string | undefined): [number, unknown] {
+  const [, version, root, ...rest] = segments;
+  const notFound: [number, unknown] = [404, statusBody(404, 'NotFound', 'the server could not find the requested resource')];
+  if (version === 'v2' && segments.length === 2) {
+    if (!acceptsJson(accept))
+      return [406, statusBody(406, 'NotAcceptable', 'only the following media types are accepted: application/json')];
+    return [200, openApiV2(registry)];
+  }
+  if (version !== 'v3') return notFound;
+  if (root === undefined) return [200, openApiV3Discovery(registry)];
+  const [group, gv] = root === 'api' && rest.length === 1 ? ['', rest[0]] : root === 'apis' && rest.length === 2 ? [rest[0], rest[1]] : [];
+  const document = group !== undefined && gv ? openApiV3(registry, group, gv) : undefined;
+  return document ? [200, document] : notFound;
 }

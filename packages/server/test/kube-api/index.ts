@@ -5,17 +5,21 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import { generate } from 'selfsigned';
+import { installAdmissionPolicies } from './admission.ts';
+import { identityOf, MASTERS, Rbac, type RequestUser, serviceAccountUser } from './authorization.ts';
 import { DeploymentController, JobController, type PodRunner } from './controllers.ts';
 import { Faults, type LoggedRequest } from './faults.ts';
 import { ResourceRegistry, type ResourceType } from './registry.ts';
 import { type HandlerContext, handle } from './server.ts';
 import { type KubeObject, ObjectStore } from './store.ts';
 import type { WatchStream } from './watch.ts';
+import { Webhooks } from './webhooks.ts';
 
 export type { PodOutcome, PodRunner } from './controllers.ts';
 export type { LoggedRequest, RequestInfo, RequestMatcher } from './faults.ts';
 export type { ResourceType } from './registry.ts';
-export type { Change, KubeObject } from './store.ts';
+export type { AdmissionRequest, Change, KubeObject, RequestUser } from './store.ts';
+export type { Webhook, WebhookAnswer } from './webhooks.ts';
 
 export interface KubeApiOptions {
   /** HTTPS with a generated self-signed certificate (the default), or plain HTTP. */
@@ -64,7 +68,12 @@ export class KubeApi {
   readonly log: LoggedRequest[] = [];
   readonly #server: Server;
   readonly #watches = new Set<WatchStream>();
-  readonly #users = new Map<string, string>();
+  /** Bearer token to the identity it authenticates. */
+  readonly #users = new Map<string, RequestUser>();
+  /** RBAC over the stored Roles and bindings; enforced only after `enforceRbac()`. */
+  readonly rbac: Rbac;
+  /** Validating webhooks, called on every write they match after the stored ValidatingAdmissionPolicies. */
+  readonly webhooks: Webhooks;
   readonly #sockets = new Set<Socket>();
   readonly #ca: string | undefined;
   readonly #controllers: Array<{ stop(): void }> = [];
@@ -75,6 +84,11 @@ export class KubeApi {
     this.registry = registry;
     this.store = store;
     this.#ca = ca;
+    this.rbac = new Rbac(store);
+    // kube-apiserver's order: ValidatingAdmissionPolicy, then ValidatingAdmissionWebhook.
+    installAdmissionPolicies(store);
+    this.webhooks = new Webhooks(store);
+    store.admission.push(this.webhooks.hook);
   }
 
   static async start(options: KubeApiOptions = {}): Promise<KubeApi> {
@@ -102,30 +116,81 @@ export class KubeApi {
     await new Promise<void>((ok) => server.listen(0, host, ok));
     const { port } = server.address() as AddressInfo;
     api.#url = `${tls ? 'https' : 'http'}://${host}:${port}`;
-    api.addUser('admin');
+    api.addUser('admin', { groups: [MASTERS] });
     return api;
   }
 
   #context(bookmarkIntervalMs: number): HandlerContext {
-    return { store: this.store, faults: this.faults, users: this.#users, log: this.log, watches: this.#watches, bookmarkIntervalMs };
+    return {
+      store: this.store,
+      faults: this.faults,
+      users: this.#users,
+      rbac: this.rbac,
+      log: this.log,
+      watches: this.#watches,
+      bookmarkIntervalMs,
+    };
   }
 
   get url(): string {
     return this.#url;
   }
 
-  /** Adds a user with its own bearer token (requests in the log carry the user's name). */
-  addUser(name: string): string {
-    for (const [token, user] of this.#users) if (user === name) return token;
+  /**
+   * Adds a user with its own bearer token and returns the token (the same one when the user exists; given
+   * groups replace its groups). Every user is also in system:authenticated, as the authenticator adds it; a
+   * name `system:serviceaccount:<ns>:<name>` given no groups authenticates as that service account, with its
+   * groups. Requests in the log carry the user's name.
+   */
+  addUser(name: string, options: { groups?: string[] } = {}): string {
+    for (const [token, user] of this.#users)
+      if (user.username === name) {
+        if (options.groups) this.#users.set(token, identityOf(name, options.groups));
+        return token;
+      }
     const token = randomBytes(24).toString('base64url');
-    this.#users.set(token, name);
+    this.#users.set(token, identityOf(name, options.groups));
     return token;
+  }
+
+  /** Adds a service account's token; its username (`system:serviceaccount:<ns>:<name>`) names it to `kubeConfig`. */
+  addServiceAccount(namespace: string, name: string): string {
+    const { username } = serviceAccountUser(namespace, name);
+    this.addUser(username);
+    return username;
+  }
+
+  /** The identity a user's token authenticates as, if the user was added. */
+  identity(name: string): RequestUser | undefined {
+    for (const user of this.#users.values()) if (user.username === name) return { ...user, groups: [...user.groups] };
+    return undefined;
+  }
+
+  /**
+   * Turns RBAC on (or off): every request is then authorized by the stored Roles, ClusterRoles and bindings,
+   * as kube-apiserver's RBAC authorizer does; system:masters (the default `admin`) is always allowed.
+   */
+  enforceRbac(on = true): void {
+    this.rbac.enabled = on;
   }
 
   /** A KubeConfig for `user` (created on first use), exactly what code would load from a kubeconfig file. */
   kubeConfig(user = 'admin', namespace = 'default'): KubeConfig {
-    const token = this.addUser(user);
+    return this.kubeConfigContexts([{ name: 'test-double', user, namespace }]);
+  }
+
+  /**
+   * A KubeConfig with several contexts, each a user of the double (created on first use) and a namespace;
+   * the first is current unless `current` names another. `as` makes a context impersonate a user, as a
+   * kubeconfig's `as:` does (client-node sends it as Impersonate-User).
+   */
+  kubeConfigContexts(contexts: Array<{ name: string; user: string; namespace?: string; as?: string }>, current?: string): KubeConfig {
     const kc = new KubeConfig();
+    const users = new Map<string, { name: string; token: string; impersonateUser?: string }>();
+    for (const c of contexts) {
+      const entry = `${c.user}${c.as ? ` as ${c.as}` : ''}`;
+      users.set(entry, { name: entry, token: this.addUser(c.user), ...(c.as ? { impersonateUser: c.as } : {}) });
+    }
     kc.loadFromOptions({
       clusters: [
         {
@@ -135,11 +200,26 @@ export class KubeApi {
           ...(this.#ca ? { caData: Buffer.from(this.#ca).toString('base64') } : {}),
         },
       ],
-      users: [{ name: user, token }],
-      contexts: [{ name: 'test-double', cluster: 'test-double', user, namespace }],
-      currentContext: 'test-double',
+      users: [...users.values()],
+      contexts: contexts.map((c) => ({
+        name: c.name,
+        cluster: 'test-double',
+        user: `${c.user}${c.as ? ` as ${c.as}` : ''}`,
+        namespace: c.namespace ?? 'default',
+      })),
+      currentContext: current ?? contexts[0]?.name ?? '',
     });
     return kc;
+  }
+
+  /** Writes `kubeConfigContexts(...)` as a file (mode 0600). */
+  async writeKubeconfigContexts(
+    path: string,
+    contexts: Array<{ name: string; user: string; namespace?: string; as?: string }>,
+    current?: string,
+  ): Promise<string> {
+    await writeFile(path, this.kubeConfigContexts(contexts, current).exportConfig(), { mode: 0o600 });
+    return path;
   }
 
   /** Writes a kubeconfig file for `user` (mode 0600), for code that takes a path (KUBECONFIG, --kubeconfig). */

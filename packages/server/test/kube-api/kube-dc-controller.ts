@@ -1,22 +1,37 @@
 import { parse as parseYaml } from 'yaml';
 import type { KubeApi } from './index.ts';
 import { condition, installKubeDc } from './kube-dc.ts';
+import { ensureBackingNamespace, limitRangeOf, PLAN_LIMITS, type PlanDefinition, upsertSpec } from './kube-dc-plans.ts';
+import { reconcileDatabase, reconcileVirtualMachine, type WorkloadsReconciler } from './kube-dc-workloads.ts';
 import type { Change, KubeObject } from './store.ts';
 
 const ORG = ['kube-dc.com/v1', 'Organization'] as const;
 const PROJECT = ['kube-dc.com/v1', 'Project'] as const;
-const VM = ['kubevirt.io/v1', 'VirtualMachine'] as const;
-const DATABASE = ['db.kube-dc.com/v1alpha1', 'KdcDatabase'] as const;
+const _VM = ['kubevirt.io/v1', 'VirtualMachine'] as const;
+const _DATABASE = ['db.kube-dc.com/v1alpha1', 'KdcDatabase'] as const;
 const CNPG = ['postgresql.cnpg.io/v1', 'Cluster'] as const;
 const HRQ = ['hnc.x-k8s.io/v1alpha2', 'HierarchicalResourceQuota'] as const;
 export const ORGANIZATION_FINALIZER = 'kube-dc.com/organization';
+export { PLAN_LIMITS } from './kube-dc-plans.ts';
 export const PROJECT_FINALIZER = 'kube-dc.com/project';
+
+/** What the controller asks of the identity provider: Kube-DC's Organization controller makes each realm. */
+export interface RealmProvisioner {
+  provisionOrganizationRealm(organization: string, spec: { email: string }): { url: string; user: string; password: string };
+  deleteOrganizationRealm(organization: string): boolean;
+}
 
 export interface KubeDcControllerOptions {
   /** false: nothing is reconciled until `step()` or `resume()` (deterministic tests). Default true. */
   running?: boolean;
+  /** While running: how long after a change the controller acts (a real controller takes seconds). Default 0. */
+  reconcileDelayMs?: number;
   /** Whether `egressNetworkType: public` is allowed (Kube-DC's allow_public_projects, off by default). */
   allowPublicProjects?: boolean;
+  /** The identity provider's double; without it, Organizations get no realm (suites that do not need one). */
+  keycloak?: RealmProvisioner;
+  /** Kube-DC's MasterConfig.OrganizationProjectsLimit (default 50): a Project past it reports `LimitCheck` False. */
+  projectsLimit?: number;
   now?: () => Date;
 }
 
@@ -43,7 +58,11 @@ export class KubeDcController {
   readonly #unsubscribe: () => void;
   readonly #now: () => Date;
   readonly #allowPublic: boolean;
+  readonly #keycloak: RealmProvisioner | undefined;
+  /** Kube-DC's OrganizationProjectsLimit; a test may lower it. */
+  projectsLimit: number;
   #running: boolean;
+  readonly #delayMs: number;
   #scheduled = false;
   /** Reconciliations done, for tests that count work. */
   reconciled = 0;
@@ -52,8 +71,21 @@ export class KubeDcController {
     this.#kube = kube;
     this.#now = options.now ?? (() => new Date());
     this.#allowPublic = options.allowPublicProjects ?? false;
+    this.#keycloak = options.keycloak;
+    this.projectsLimit = options.projectsLimit ?? 50;
     this.#running = options.running ?? true;
+    this.#delayMs = options.reconcileDelayMs ?? 0;
     installKubeDc(kube);
+    // CDI's DataVolume (a VM's disk, as Kube-DC's wizard makes it): its CRD is not vendored, so it stays permissive.
+    if (!kube.registry.findByKind('cdi.kubevirt.io/v1beta1', 'DataVolume'))
+      kube.registerResource({
+        group: 'cdi.kubevirt.io',
+        version: 'v1beta1',
+        kind: 'DataVolume',
+        plural: 'datavolumes',
+        namespaced: true,
+        statusSubresource: true,
+      });
     if (!kube.registry.findByKind(CNPG[0], CNPG[1]))
       kube.registerResource({
         group: 'postgresql.cnpg.io',
@@ -123,10 +155,12 @@ export class KubeDcController {
   #schedule(): void {
     if (!this.#running || this.#scheduled) return;
     this.#scheduled = true;
-    setImmediate(() => {
+    const act = () => {
       this.#scheduled = false;
       if (this.#running) this.step();
-    });
+    };
+    if (this.#delayMs > 0) setTimeout(act, this.#delayMs).unref();
+    else setImmediate(act);
   }
 
   #reconcile(kind: string, namespace: string | undefined, name: string): void {
@@ -134,12 +168,16 @@ export class KubeDcController {
     try {
       if (kind === 'Organization') this.#organization(namespace ?? '', name);
       else if (kind === 'Project') this.#project(namespace ?? '', name);
-      else if (kind === 'VirtualMachine') this.#virtualMachine(namespace ?? '', name);
-      else if (kind === 'KdcDatabase') this.#database(namespace ?? '', name);
+      else if (kind === 'VirtualMachine') reconcileVirtualMachine(this.#workloads(), namespace ?? '', name);
+      else if (kind === 'KdcDatabase') reconcileDatabase(this.#workloads(), namespace ?? '', name);
     } catch (error) {
       // A write lost to a concurrent one: the change it caused queues the object again.
       if ((error as { code?: number }).code !== 409 && (error as { code?: number }).code !== 404) throw error;
     }
+  }
+
+  #workloads(): WorkloadsReconciler {
+    return { kube: this.#kube, now: this.#now, setStatus: (kind, object, status) => this.#setStatus(kind, object, status) };
   }
 
   #setStatus(kind: readonly [string, string], object: KubeObject, status: Record<string, unknown>): void {
@@ -187,6 +225,10 @@ export class KubeDcController {
       }
       const quota = this.#kube.tryGet(...HRQ, 'plan-quota', namespace);
       if (quota) this.#kube.delete(...HRQ, 'plan-quota', namespace);
+      if (this.#kube.tryGet('v1', 'LimitRange', PLAN_LIMITS, namespace)) this.#kube.delete('v1', 'LimitRange', PLAN_LIMITS, namespace);
+      // Not shown in Kube-DC's public source: the double assumes the controller removes the realm it made.
+      this.#keycloak?.deleteOrganizationRealm(name);
+      if (this.#kube.tryGet('v1', 'Secret', 'realm-access', namespace)) this.#kube.delete('v1', 'Secret', 'realm-access', namespace);
       this.#dropFinalizer(ORG, org, ORGANIZATION_FINALIZER);
       return;
     }
@@ -201,11 +243,41 @@ export class KubeDcController {
       this.#setStatus(ORG, org, { ready: false, conditions: [condition('False', 'InvalidNamespace', message, generation, at)] });
       return;
     }
+    if (!this.#realm(org)) {
+      const message = 'the identity realm could not be set up: a user has the Organization email';
+      this.#setStatus(ORG, org, { ready: false, conditions: [condition('False', 'RealmError', message, generation, at)] });
+      return;
+    }
     this.#planQuota(org);
     this.#setStatus(ORG, org, { ready: true, conditions: [condition('True', 'Reconciled', 'organization is ready', generation, at)] });
   }
 
-  /** The `plan-quota` HRQ the billing controller derives from the plan (base requests only: the double skips overheads). */
+  /**
+   * The realm Kube-DC's Organization controller makes (tests/e2e/organization_test.go): realm, client
+   * `kube-dc`, groups `org-admin` and `user`, user `admin` with `spec.email`, and the `realm-access`
+   * Secret holding its credentials. False when the realm refused the admin (its email taken).
+   */
+  #realm(org: KubeObject): boolean {
+    if (!this.#keycloak) return true;
+    const name = org.metadata.name ?? '';
+    const email = String((org.spec as { email?: string } | undefined)?.email ?? '');
+    let access: { url: string; user: string; password: string };
+    try {
+      access = this.#keycloak.provisionOrganizationRealm(name, { email });
+    } catch {
+      return false;
+    }
+    if (!this.#kube.tryGet('v1', 'Secret', 'realm-access', name)) {
+      const data = Object.fromEntries(Object.entries(access).map(([key, value]) => [key, Buffer.from(value).toString('base64')]));
+      this.#kube.create({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'realm-access', namespace: name }, type: 'Opaque', data });
+    }
+    return true;
+  }
+
+  /**
+   * The `plan-quota` HRQ and the `default-resource-limits` LimitRange the billing controller derives from
+   * the plan (base requests only: the double skips overheads); none without a plan annotation.
+   */
   #planQuota(org: KubeObject): void {
     const annotations = org.metadata.annotations ?? {};
     const planId = annotations['billing.kube-dc.com/plan-id'];
@@ -214,7 +286,7 @@ export class KubeDcController {
     const config = this.#kube.tryGet('v1', 'ConfigMap', 'billing-plans', 'kube-dc');
     const plans = config
       ? (parseYaml(String((config.data as Record<string, string>)?.['plans.yaml'] ?? '')) as {
-          plans?: Record<string, { requests?: Record<string, string>; pods?: number }>;
+          plans?: Record<string, PlanDefinition>;
         })
       : undefined;
     const plan = planId ? plans?.plans?.[planId] : undefined;
@@ -222,17 +294,14 @@ export class KubeDcController {
       if (existing && !planId) this.#kube.delete(...HRQ, 'plan-quota', namespace);
       return;
     }
+    const labels = { 'billing.kube-dc.com/auto-managed': 'true', 'billing.kube-dc.com/plan-id': planId ?? '' };
     const hard: Record<string, string> = {};
     for (const [resource, value] of Object.entries(plan.requests ?? {})) hard[`requests.${resource}`] = String(value);
     if (plan.pods !== undefined) hard.pods = String(plan.pods);
-    const body = {
-      apiVersion: HRQ[0],
-      kind: HRQ[1],
-      metadata: { name: 'plan-quota', namespace, labels: { 'billing.kube-dc.com/plan-id': planId ?? '' } },
-      spec: { hard },
-    };
+    const body = { apiVersion: HRQ[0], kind: HRQ[1], metadata: { name: 'plan-quota', namespace, labels }, spec: { hard } };
     if (!existing) this.#kube.create(body);
     else this.#kube.patch(...HRQ, 'plan-quota', namespace, { metadata: body.metadata, spec: body.spec });
+    if (plan.limitRange) upsertSpec(this.#kube, 'LimitRange', PLAN_LIMITS, namespace, labels, { limits: limitRangeOf(plan.limitRange) });
   }
 
   #project(namespace: string, name: string): void {
@@ -278,50 +347,28 @@ export class KubeDcController {
       fail(problem[0], problem[1]);
       return;
     }
-    if (!this.#kube.tryGet('v1', 'Namespace', backing)) {
-      this.#kube.create({
-        apiVersion: 'v1',
-        kind: 'Namespace',
-        metadata: { name: backing, labels: { 'kube-dc.com/organization': namespace, 'kube-dc.com/project': name } },
+    // Kube-DC keeps a Project past the organization's project limit and says so (docs/platform/project-resources.md).
+    const older = this.#kube
+      .list(...PROJECT, namespace)
+      .filter((p) => !p.metadata.deletionTimestamp)
+      .sort(
+        (a, b) =>
+          String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)) ||
+          String(a.metadata.name).localeCompare(String(b.metadata.name)),
+      );
+    if (older.findIndex((p) => p.metadata.name === name) >= this.projectsLimit) {
+      const message = `organization ${namespace} has reached its limit of ${this.projectsLimit} projects`;
+      this.#setStatus(PROJECT, project, {
+        ready: false,
+        conditions: [{ ...condition('False', 'LimitExceeded', message, generation, at), type: 'LimitCheck' }],
       });
+      return;
     }
+    ensureBackingNamespace(this.#kube, namespace, name, backing);
     this.#setStatus(PROJECT, project, {
       ready: true,
       namespace: backing,
       conditions: [condition('True', 'Reconciled', 'project is ready', generation, at)],
     });
-  }
-
-  #virtualMachine(namespace: string, name: string): void {
-    const vm = this.#kube.tryGet(...VM, name, namespace);
-    if (!vm || vm.metadata.deletionTimestamp) return;
-    const spec = (vm.spec ?? {}) as { runStrategy?: string; running?: boolean };
-    const running = spec.runStrategy ? spec.runStrategy !== 'Halted' : spec.running !== false;
-    this.#setStatus(VM, vm, { created: running, ready: running, printableStatus: running ? 'Running' : 'Stopped' });
-  }
-
-  #database(namespace: string, name: string): void {
-    const db = this.#kube.tryGet(...DATABASE, name, namespace);
-    if (!db || db.metadata.deletionTimestamp) return;
-    const spec = (db.spec ?? {}) as { engine?: string; replicas?: number };
-    const replicas = spec.replicas ?? 2;
-    let hibernated = false;
-    if ((spec.engine ?? 'postgresql') === 'postgresql') {
-      let cluster = this.#kube.tryGet(...CNPG, name, namespace);
-      if (!cluster) {
-        cluster = this.#kube.create({
-          apiVersion: CNPG[0],
-          kind: CNPG[1],
-          metadata: {
-            name,
-            namespace,
-            ownerReferences: [{ apiVersion: DATABASE[0], kind: DATABASE[1], name, uid: db.metadata.uid ?? '', controller: true }],
-          },
-          spec: { instances: replicas },
-        });
-      }
-      hibernated = cluster.metadata.annotations?.['cnpg.io/hibernation'] === 'on';
-    }
-    this.#setStatus(DATABASE, db, { phase: 'Ready', instances: replicas, readyInstances: hibernated ? 0 : replicas });
   }
 }

@@ -1,3 +1,5 @@
+import type { JsonSchema } from './schema-validate.ts';
+
 /**
  * The resource types the Kubernetes API double serves. Built-in kinds are registered up front; custom
  * resources are added with `register` (or by creating a CustomResourceDefinition through the API, as on a
@@ -14,6 +16,13 @@ export interface ResourceType {
   /** Whether `/status` is a subresource: the main resource then ignores status changes and vice versa. */
   statusSubresource?: boolean;
   shortNames?: string[];
+  /**
+   * The structural schema of a custom resource (its CRD version's `schema.openAPIV3Schema`): writes are
+   * pruned, defaulted and validated against it. Types registered without a CRD have none and are not checked.
+   */
+  schema?: JsonSchema;
+  /** Additional printer columns of a CRD version (kubectl's table columns). */
+  printerColumns?: Array<{ name: string; type: string; jsonPath: string; description?: string; format?: string; priority?: number }>;
 }
 
 /** `v1` for the core group, `group/version` otherwise, as in an object's apiVersion. */
@@ -26,24 +35,56 @@ function key(group: string, version: string, plural: string): string {
 }
 
 const BUILT_IN: ResourceType[] = [
-  { group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces', namespaced: false, statusSubresource: true },
-  { group: '', version: 'v1', kind: 'Node', plural: 'nodes', namespaced: false, statusSubresource: true },
-  { group: '', version: 'v1', kind: 'Service', plural: 'services', namespaced: true, statusSubresource: true },
-  { group: '', version: 'v1', kind: 'Endpoints', plural: 'endpoints', namespaced: true },
-  { group: '', version: 'v1', kind: 'Pod', plural: 'pods', namespaced: true, statusSubresource: true },
-  { group: '', version: 'v1', kind: 'ResourceQuota', plural: 'resourcequotas', namespaced: true, statusSubresource: true },
-  { group: '', version: 'v1', kind: 'LimitRange', plural: 'limitranges', namespaced: true },
-  { group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', namespaced: true },
+  { group: '', version: 'v1', kind: 'Namespace', plural: 'namespaces', shortNames: ['ns'], namespaced: false, statusSubresource: true },
+  { group: '', version: 'v1', kind: 'Node', plural: 'nodes', shortNames: ['no'], namespaced: false, statusSubresource: true },
+  { group: '', version: 'v1', kind: 'Service', plural: 'services', shortNames: ['svc'], namespaced: true, statusSubresource: true },
+  { group: '', version: 'v1', kind: 'Endpoints', plural: 'endpoints', shortNames: ['ep'], namespaced: true },
+  { group: '', version: 'v1', kind: 'Pod', plural: 'pods', shortNames: ['po'], namespaced: true, statusSubresource: true },
+  {
+    group: '',
+    version: 'v1',
+    kind: 'ResourceQuota',
+    plural: 'resourcequotas',
+    shortNames: ['quota'],
+    namespaced: true,
+    statusSubresource: true,
+  },
+  { group: '', version: 'v1', kind: 'LimitRange', plural: 'limitranges', shortNames: ['limits'], namespaced: true },
+  { group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps', shortNames: ['cm'], namespaced: true },
   { group: '', version: 'v1', kind: 'Secret', plural: 'secrets', namespaced: true },
-  { group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', namespaced: true },
-  { group: '', version: 'v1', kind: 'Event', plural: 'events', namespaced: true },
+  { group: '', version: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', shortNames: ['sa'], namespaced: true },
+  { group: '', version: 'v1', kind: 'Event', plural: 'events', shortNames: ['ev'], namespaced: true },
   { group: 'events.k8s.io', version: 'v1', kind: 'Event', plural: 'events', namespaced: true },
   { group: 'discovery.k8s.io', version: 'v1', kind: 'EndpointSlice', plural: 'endpointslices', namespaced: true },
   { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', plural: 'leases', namespaced: true },
-  { group: 'apps', version: 'v1', kind: 'Deployment', plural: 'deployments', namespaced: true, statusSubresource: true },
-  { group: 'apps', version: 'v1', kind: 'DaemonSet', plural: 'daemonsets', namespaced: true, statusSubresource: true },
-  { group: 'apps', version: 'v1', kind: 'StatefulSet', plural: 'statefulsets', namespaced: true, statusSubresource: true },
-  { group: 'apps', version: 'v1', kind: 'ReplicaSet', plural: 'replicasets', namespaced: true, statusSubresource: true },
+  {
+    group: 'apps',
+    version: 'v1',
+    kind: 'Deployment',
+    plural: 'deployments',
+    shortNames: ['deploy'],
+    namespaced: true,
+    statusSubresource: true,
+  },
+  { group: 'apps', version: 'v1', kind: 'DaemonSet', plural: 'daemonsets', shortNames: ['ds'], namespaced: true, statusSubresource: true },
+  {
+    group: 'apps',
+    version: 'v1',
+    kind: 'StatefulSet',
+    plural: 'statefulsets',
+    shortNames: ['sts'],
+    namespaced: true,
+    statusSubresource: true,
+  },
+  {
+    group: 'apps',
+    version: 'v1',
+    kind: 'ReplicaSet',
+    plural: 'replicasets',
+    shortNames: ['rs'],
+    namespaced: true,
+    statusSubresource: true,
+  },
   { group: 'batch', version: 'v1', kind: 'Job', plural: 'jobs', namespaced: true, statusSubresource: true },
   { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'Role', plural: 'roles', namespaced: true },
   { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'RoleBinding', plural: 'rolebindings', namespaced: true },
@@ -54,6 +95,7 @@ const BUILT_IN: ResourceType[] = [
     version: 'v1',
     kind: 'CustomResourceDefinition',
     plural: 'customresourcedefinitions',
+    shortNames: ['crd', 'crds'],
     namespaced: false,
     statusSubresource: true,
   },
@@ -98,7 +140,13 @@ export class ResourceRegistry {
       group?: string;
       scope?: string;
       names?: { kind?: string; plural?: string; shortNames?: string[] };
-      versions?: Array<{ name?: string; served?: boolean; subresources?: { status?: unknown } }>;
+      versions?: Array<{
+        name?: string;
+        served?: boolean;
+        subresources?: { status?: unknown };
+        schema?: { openAPIV3Schema?: JsonSchema };
+        additionalPrinterColumns?: ResourceType['printerColumns'];
+      }>;
     };
     if (!spec.group || !spec.names?.kind || !spec.names.plural) return;
     for (const version of spec.versions ?? []) {
@@ -111,6 +159,8 @@ export class ResourceRegistry {
         namespaced: spec.scope !== 'Cluster',
         statusSubresource: version.subresources?.status !== undefined,
         ...(spec.names.shortNames ? { shortNames: spec.names.shortNames } : {}),
+        ...(version.schema?.openAPIV3Schema ? { schema: version.schema.openAPIV3Schema } : {}),
+        ...(version.additionalPrinterColumns ? { printerColumns: version.additionalPrinterColumns } : {}),
       });
     }
   }

@@ -1,13 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse as parseYaml } from 'yaml';
-import { discovery } from './discovery.ts';
+import { attributesOf, impersonate, type Rbac } from './authorization.ts';
+import { discovery, openApi } from './discovery.ts';
 import { errors, KubeApiError, statusBody } from './errors.ts';
 import type { Faults, LoggedRequest, RequestInfo } from './faults.ts';
 import { PatchError, patchTypeOf } from './patch.ts';
 import type { ResourceType } from './registry.ts';
 import { SelectorError } from './selectors.ts';
-import type { KubeObject, ObjectStore } from './store.ts';
+import type { KubeObject, ObjectStore, RequestUser, WriteContext } from './store.ts';
 import { WatchStream } from './watch.ts';
 
 const MAX_BODY = 3 * 1024 * 1024;
@@ -79,16 +80,40 @@ function parseBody(text: string, yaml: boolean): unknown {
   }
 }
 
-function send(response: ServerResponse, status: number, body: unknown): void {
+function send(response: ServerResponse, status: number, body: unknown, warnings: string[] = []): void {
   const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  const headers: Record<string, string | number | string[]> = {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  };
+  // One header per warning, as `299 - "text"` (RFC 7234 warn-code; k8s.io/apiserver/pkg/warning).
+  if (warnings.length > 0) headers.warning = warnings.map((w) => `299 - ${JSON.stringify(w)}`);
+  response.writeHead(status, headers);
   response.end(text);
+}
+
+/**
+ * The write options a request carries in its query (`dryRun=All`, `fieldValidation`), as
+ * metav1.CreateOptions/UpdateOptions/PatchOptions/DeleteOptions decode them; anything else is refused as the
+ * real server refuses it.
+ */
+function writeContext(query: URLSearchParams, user: RequestUser): WriteContext {
+  const dryRun = query.getAll('dryRun');
+  for (const value of dryRun) if (value !== 'All') throw errors.badRequest(`Invalid dry run value: ${value}: supported values: "All"`); // apimachinery validation.ValidateDryRun
+  const validation = query.get('fieldValidation') ?? '';
+  if (!['', 'Strict', 'Warn', 'Ignore'].includes(validation))
+    throw errors.badRequest(`fieldValidation must be one of "Ignore", "Warn", "Strict" or empty, got "${validation}"`);
+  // Warn unless told otherwise, server-side apply included (handlers/rest.go fieldValidation).
+  const fieldValidation = (validation || 'Warn') as WriteContext['fieldValidation'];
+  return { user, dryRun: dryRun.length > 0, ...(fieldValidation ? { fieldValidation } : {}), warnings: [] };
 }
 
 export interface HandlerContext {
   store: ObjectStore;
   faults: Faults;
-  users: Map<string, string>;
+  /** Bearer token to the identity it authenticates. */
+  users: Map<string, RequestUser>;
+  rbac: Rbac;
   log: LoggedRequest[];
   watches: Set<WatchStream>;
   bookmarkIntervalMs: number;
@@ -100,16 +125,27 @@ export async function handle(ctx: HandlerContext, request: IncomingMessage, resp
   const route = resolve(ctx.store, request.method ?? 'GET', url);
   const info = route.info;
   const token = /^Bearer (.+)$/.exec(request.headers.authorization ?? '')?.[1];
-  const user = token ? ctx.users.get(token) : undefined;
-  if (user) info.user = user;
+  const authenticated = token ? ctx.users.get(token) : undefined;
+  if (authenticated) info.user = authenticated.username;
   const entry: LoggedRequest = { ...info, status: 0, at: Date.now() };
   ctx.log.push(entry);
+  // Who the request runs as: the token's identity, or the one it impersonates once that is authorized.
+  let requestUser: RequestUser = authenticated ?? { username: 'system:anonymous', groups: ['system:unauthenticated'] };
+  const warnings: string[] = [];
   const answer = (status: number, body: unknown) => {
     entry.status = status;
-    send(response, status, body);
+    send(response, status, body, warnings);
+  };
+  /** The context of a write, whose warnings end up in this response's headers. */
+  const write = (): WriteContext => {
+    const context = writeContext(url.searchParams, requestUser);
+    context.warnings = warnings;
+    return context;
   };
   try {
-    if (!user) throw errors.unauthorized();
+    if (!authenticated) throw errors.unauthorized();
+    requestUser = impersonate(ctx.rbac, authenticated, request.headers, request.headersDistinct);
+    ctx.rbac.check(attributesOf(requestUser, info, route.type));
     const delay = ctx.faults.takeDelay(info);
     if (delay > 0) await sleep(delay);
     const failure = ctx.faults.takeFailure(info);
@@ -122,6 +158,10 @@ export async function handle(ctx: HandlerContext, request: IncomingMessage, resp
       if (['healthz', 'readyz', 'livez'].includes(route.discovery[0] ?? '')) {
         entry.status = 200;
         response.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+        return;
+      }
+      if (route.discovery[0] === 'openapi') {
+        answer(...openApi(ctx.store.registry, route.discovery, request.headers.accept));
         return;
       }
       const doc = discovery(ctx.store.registry, route.discovery);
@@ -179,13 +219,13 @@ export async function handle(ctx: HandlerContext, request: IncomingMessage, resp
       case 'create': {
         const body = parseBody(await readBody(request), false) as KubeObject;
         if (!body || typeof body !== 'object') throw errors.badRequest('the request body must be an object');
-        answer(201, ctx.store.create(type, namespace, body));
+        answer(201, ctx.store.create(type, namespace, body, write()));
         return;
       }
       case 'update': {
         const body = parseBody(await readBody(request), false) as KubeObject;
         if (!body || typeof body !== 'object') throw errors.badRequest('the request body must be an object');
-        answer(200, ctx.store.update(type, namespace, name, body, status));
+        answer(200, ctx.store.update(type, namespace, name, body, status, write()));
         return;
       }
       case 'patch': {
@@ -193,7 +233,9 @@ export async function handle(ctx: HandlerContext, request: IncomingMessage, resp
         const patchType = patchTypeOf(contentType);
         if (!patchType) throw errors.unsupportedMediaType(contentType);
         const body = parseBody(await readBody(request), patchType === 'apply');
-        answer(200, ctx.store.patch(type, namespace, name, patchType, body, status));
+        // Server-side apply creates a missing object, and says so with 201 as on a cluster.
+        const created = patchType === 'apply' && status === undefined && !ctx.store.exists(type, namespace, name);
+        answer(created ? 201 : 200, ctx.store.patch(type, namespace, name, patchType, body, status, write()));
         return;
       }
       case 'delete': {
@@ -206,10 +248,16 @@ export async function handle(ctx: HandlerContext, request: IncomingMessage, resp
         const rv = options.preconditions?.resourceVersion;
         answer(
           200,
-          ctx.store.delete(type, namespace, name, {
-            ...(policy ? { propagationPolicy: policy } : {}),
-            ...(rv ? { resourceVersion: rv } : {}),
-          }),
+          ctx.store.delete(
+            type,
+            namespace,
+            name,
+            {
+              ...(policy ? { propagationPolicy: policy } : {}),
+              ...(rv ? { resourceVersion: rv } : {}),
+            },
+            write(),
+          ),
         );
         return;
       }
@@ -218,7 +266,8 @@ export async function handle(ctx: HandlerContext, request: IncomingMessage, resp
           labelSelector: url.searchParams.get('labelSelector'),
           fieldSelector: url.searchParams.get('fieldSelector'),
         });
-        for (const item of items) ctx.store.delete(type, item.metadata.namespace, item.metadata.name ?? '');
+        const context = write();
+        for (const item of items) ctx.store.delete(type, item.metadata.namespace, item.metadata.name ?? '', {}, context);
         answer(200, statusBody(200, '', `deleted ${items.length}`));
         return;
       }

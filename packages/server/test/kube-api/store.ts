@@ -1,60 +1,36 @@
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { errors } from './errors.ts';
+import { applyDefaults, comparable, mergeUpdate } from './object-defaults.ts';
 import { applyPatch, type PatchType } from './patch.ts';
 import { apiVersionOf, type ResourceRegistry, type ResourceType } from './registry.ts';
-import { parseFieldSelector, parseLabelSelector } from './selectors.ts';
+import { listPage } from './store-list.ts';
+import type { AdmissionHook, AdmissionRequest, Change, ChangeType, KubeObject, ListOptions, WriteContext } from './store-types.ts';
+import { admissionRequest, GARBAGE_COLLECTOR, NAMESPACE_CONTROLLER } from './store-types.ts';
+import {
+  checkApplyConfiguration,
+  checkPatchType,
+  checkTarget,
+  decode,
+  reportUnknownFields,
+  validateCreate,
+  validateUpdate,
+} from './validation.ts';
 
-export interface ObjectMeta {
-  name?: string;
-  generateName?: string;
-  namespace?: string;
-  uid?: string;
-  resourceVersion?: string;
-  generation?: number;
-  creationTimestamp?: string;
-  deletionTimestamp?: string;
-  labels?: Record<string, string>;
-  annotations?: Record<string, string>;
-  finalizers?: string[];
-  ownerReferences?: Array<{
-    apiVersion: string;
-    kind: string;
-    name: string;
-    uid: string;
-    controller?: boolean;
-    blockOwnerDeletion?: boolean;
-  }>;
-  [key: string]: unknown;
-}
+// The types live in store-types.ts; they are imported from here.
+export type {
+  AdmissionHook,
+  AdmissionRequest,
+  Change,
+  ChangeType,
+  KubeObject,
+  ListOptions,
+  ObjectMeta,
+  RequestUser,
+  WriteContext,
+} from './store-types.ts';
+export { DEFAULT_USER } from './store-types.ts';
 
-export interface KubeObject {
-  apiVersion?: string;
-  kind?: string;
-  metadata: ObjectMeta;
-  [key: string]: unknown;
-}
-
-export type ChangeType = 'ADDED' | 'MODIFIED' | 'DELETED';
-
-/** One change, kept in the history so that a watch can resume from any version still in it. */
-export interface Change {
-  resourceVersion: number;
-  type: ChangeType;
-  resource: ResourceType;
-  object: KubeObject;
-  /** The object before the change (MODIFIED, DELETED): a filtered watch needs it to turn moves into ADDED/DELETED. */
-  old: KubeObject | undefined;
-}
-
-export interface ListOptions {
-  labelSelector?: string | null;
-  fieldSelector?: string | null;
-  limit?: number;
-  continue?: string | null;
-}
-
-const NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 /** Namespaces every cluster has. */
 const SYSTEM_NAMESPACES = ['default', 'kube-system', 'kube-public', 'kube-node-lease'];
 
@@ -78,6 +54,8 @@ export class ObjectStore {
   /** Changes at or below this version are no longer in the history (compacted). */
   #compactedTo = 1;
   readonly requireNamespaces: boolean;
+  /** Validating admission (policies, webhooks): each runs on every write after validation, before it is stored. */
+  readonly admission: AdmissionHook[] = [];
 
   constructor(registry: ResourceRegistry, options: { historyLimit?: number; now?: () => Date; requireNamespaces?: boolean } = {}) {
     this.registry = registry;
@@ -139,9 +117,20 @@ export class ObjectStore {
     for (const listener of this.#listeners) listener(change);
   }
 
+  /** Now, as metav1.Time serializes: RFC 3339 in whole seconds. */
+  #timestamp(): string {
+    return this.#now()
+      .toISOString()
+      .replace(/\.\d+Z$/, 'Z');
+  }
+
   #nextVersion(): string {
     this.#version += 1;
     return String(this.#version);
+  }
+
+  exists(type: ResourceType, namespace: string | undefined, name: string): boolean {
+    return this.#objects.has(this.#key(type, namespace, name));
   }
 
   get(type: ResourceType, namespace: string | undefined, name: string): KubeObject {
@@ -155,46 +144,27 @@ export class ObjectStore {
     namespace: string | undefined,
     options: ListOptions = {},
   ): { items: KubeObject[]; resourceVersion: string; continue?: string } {
-    const labels = parseLabelSelector(options.labelSelector);
-    const fields = parseFieldSelector(options.fieldSelector);
-    const prefix = `${storageKey(type)}|`;
-    const after = options.continue ? Buffer.from(options.continue, 'base64url').toString() : '';
-    const keys = [...this.#objects.keys()].filter((k) => k.startsWith(prefix) && k > after).sort();
-    const items: KubeObject[] = [];
-    let next: string | undefined;
-    let lastKey = '';
-    for (const k of keys) {
-      const object = this.#objects.get(k) as KubeObject;
-      if (type.namespaced && namespace !== undefined && object.metadata.namespace !== namespace) continue;
-      if (!labels(object.metadata.labels) || !fields(this.#present(type, object))) continue;
-      if (options.limit && items.length === options.limit) {
-        next = Buffer.from(lastKey).toString('base64url');
-        break;
-      }
-      items.push(structuredClone(object));
-      lastKey = k;
-    }
-    return { items, resourceVersion: String(this.#version), ...(next ? { continue: next } : {}) };
+    return { ...listPage(this.#objects, `${storageKey(type)}|`, type, namespace, options), resourceVersion: String(this.#version) };
   }
 
   #keyOf(type: ResourceType, object: KubeObject): string {
     return this.#key(type, object.metadata.namespace, object.metadata.name ?? '');
   }
 
-  #validate(type: ResourceType, object: KubeObject): void {
-    const name = object.metadata.name ?? '';
-    if (name.length > 253 || !NAME.test(name))
-      throw errors.invalid(
-        type.kind,
-        name,
-        'metadata.name',
-        `Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'`,
-      );
+  #admit(request: Omit<AdmissionRequest, 'user' | 'dryRun'>, context: WriteContext | undefined): void {
+    for (const hook of this.admission) hook(admissionRequest(request, context));
   }
 
-  create(type: ResourceType, namespace: string | undefined, input: KubeObject): KubeObject {
+  /**
+   * POST: decoded (unknown fields, defaults), checked for its namespace, named, validated, admitted, then
+   * stored unless it exists or the request is a dry run.
+   */
+  create(type: ResourceType, namespace: string | undefined, input: KubeObject, context?: WriteContext): KubeObject {
     const object = structuredClone(input) as KubeObject;
     object.metadata ??= {};
+    object.apiVersion = apiVersionOf(type);
+    object.kind = type.kind;
+    reportUnknownFields(type, decode(type, object), context);
     if (type.namespaced) {
       const ns = namespace ?? object.metadata.namespace;
       if (!ns) throw errors.badRequest('the namespace of the object must be given');
@@ -207,18 +177,18 @@ export class ObjectStore {
     } else delete object.metadata.namespace;
     if (!object.metadata.name && object.metadata.generateName)
       object.metadata.name = `${object.metadata.generateName}${randomUUID().replaceAll('-', '').slice(0, 5)}`;
-    this.#validate(type, object);
-    const key = this.#keyOf(type, object);
-    if (this.#objects.has(key)) throw errors.alreadyExists({ group: type.group, plural: type.plural, name: object.metadata.name ?? '' });
-    object.apiVersion = apiVersionOf(type);
-    object.kind = type.kind;
-    object.metadata.uid = randomUUID();
-    object.metadata.creationTimestamp = this.#now()
-      .toISOString()
-      .replace(/\.\d+Z$/, 'Z');
-    object.metadata.generation = 1;
+    // A custom resource's status is the /status subresource's to write; suites seeding in-process may set it.
+    if (context && type.schema && type.statusSubresource) delete object.status;
+    Object.assign(object.metadata, { uid: randomUUID(), creationTimestamp: this.#timestamp(), generation: 1 });
     delete object.metadata.deletionTimestamp;
+    delete object.metadata.resourceVersion;
     applyDefaults(type, object);
+    validateCreate(type, object, context);
+    const name = object.metadata.name ?? '';
+    this.#admit({ operation: 'CREATE', type, namespace: object.metadata.namespace, name, object: this.#present(type, object) }, context);
+    const key = this.#keyOf(type, object);
+    if (this.#objects.has(key)) throw errors.alreadyExists({ group: type.group, plural: type.plural, name });
+    if (context?.dryRun) return this.#present(type, object);
     object.metadata.resourceVersion = this.#nextVersion();
     this.#objects.set(key, object);
     if (type.kind === 'CustomResourceDefinition') this.registry.registerDefinition(object);
@@ -226,18 +196,27 @@ export class ObjectStore {
     return this.#present(type, object);
   }
 
-  /** PUT semantics: replaces the object (or only its status), guarded by resourceVersion when one is given. */
-  update(type: ResourceType, namespace: string | undefined, name: string, input: KubeObject, subresource?: 'status'): KubeObject {
+  /** PUT semantics: replaces the object (or only its status), guarded by resourceVersion. */
+  update(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+    input: KubeObject,
+    subresource?: 'status',
+    context?: WriteContext,
+  ): KubeObject {
     const key = this.#key(type, namespace, name);
     const current = this.#objects.get(key);
-    const target = { group: type.group, plural: type.plural, name };
-    if (!current) throw errors.notFound(target);
-    if ((input.metadata?.name ?? name) !== name) throw errors.badRequest('the name of the object does not match the name on the URL');
-    const given = input.metadata?.resourceVersion;
-    if (given !== undefined && given !== '' && given !== current.metadata.resourceVersion) throw errors.conflict(target);
-    return this.#write(type, key, current, structuredClone(input), subresource);
+    if (!current) throw errors.notFound({ group: type.group, plural: type.plural, name });
+    const next = structuredClone(input);
+    next.metadata ??= {};
+    next.metadata.name ??= name;
+    reportUnknownFields(type, decode(type, next), context);
+    checkTarget(type, namespace, name, next, current);
+    return this.#write(type, key, current, next, subresource, context);
   }
 
+  /** PATCH: the patch applied to the stored object, then checked as an update. Server-side apply creates what is missing. */
   patch(
     type: ResourceType,
     namespace: string | undefined,
@@ -245,47 +224,50 @@ export class ObjectStore {
     patchType: PatchType,
     body: unknown,
     subresource?: 'status',
+    context?: WriteContext,
   ): KubeObject {
     const key = this.#key(type, namespace, name);
     const current = this.#objects.get(key);
-    const target = { group: type.group, plural: type.plural, name };
-    if (!current) throw errors.notFound(target);
+    if (patchType === 'apply') checkApplyConfiguration(type, body);
+    if (!current && patchType === 'apply' && subresource === undefined)
+      return this.create(type, namespace, { ...(body as KubeObject), metadata: { ...(body as KubeObject).metadata, name } }, context);
+    if (!current) throw errors.notFound({ group: type.group, plural: type.plural, name });
+    checkPatchType(type, patchType);
     const patched = applyPatch(patchType, this.#present(type, current), body) as KubeObject;
-    const given = patched.metadata?.resourceVersion;
-    if (given !== undefined && given !== current.metadata.resourceVersion) throw errors.conflict(target);
-    if (patched.metadata?.name !== name) throw errors.invalid(type.kind, name, 'metadata.name', 'field is immutable');
-    return this.#write(type, key, current, patched, subresource);
+    patched.metadata ??= {};
+    reportUnknownFields(type, decode(type, patched), context, patched);
+    patched.metadata.resourceVersion ??= current.metadata.resourceVersion;
+    checkTarget(type, namespace, name, patched, current);
+    return this.#write(type, key, current, patched, subresource, context);
   }
 
-  #write(type: ResourceType, key: string, current: KubeObject, next: KubeObject, subresource: 'status' | undefined): KubeObject {
-    next.metadata ??= {};
-    let merged: KubeObject;
-    if (subresource === 'status') merged = { ...structuredClone(current), status: next.status };
-    else {
-      merged = next;
-      // Fields the server owns are kept whatever the client sent.
-      for (const field of ['uid', 'creationTimestamp', 'namespace', 'deletionTimestamp', 'generation'] as const) {
-        if (current.metadata[field] === undefined) delete merged.metadata[field];
-        else (merged.metadata as Record<string, unknown>)[field] = current.metadata[field];
-      }
-      if (type.statusSubresource) {
-        if (current.status === undefined) delete merged.status;
-        else merged.status = structuredClone(current.status);
-      }
-      if (!isDeepStrictEqual(asJson(withoutMetaAndStatus(merged)), asJson(withoutMetaAndStatus(current))))
-        merged.metadata.generation = (current.metadata.generation ?? 1) + 1;
-      if (current.metadata.deletionTimestamp && (merged.metadata.finalizers?.length ?? 0) > (current.metadata.finalizers?.length ?? 0))
-        throw errors.invalid(
-          type.kind,
-          current.metadata.name ?? '',
-          'metadata.finalizers',
-          'no new finalizers can be added if the object is being deleted',
-        );
-    }
+  #write(
+    type: ResourceType,
+    key: string,
+    current: KubeObject,
+    next: KubeObject,
+    subresource: 'status' | undefined,
+    context: WriteContext | undefined,
+  ): KubeObject {
+    const merged = mergeUpdate(type, current, next, subresource);
     merged.apiVersion = apiVersionOf(type);
     merged.kind = type.kind;
-    this.#validate(type, merged);
+    validateUpdate(type, merged, current, subresource, context);
+    this.#admit(
+      {
+        operation: 'UPDATE',
+        type,
+        ...(subresource ? { subresource } : {}),
+        namespace: current.metadata.namespace,
+        name: current.metadata.name ?? '',
+        object: this.#present(type, merged),
+        oldObject: this.#present(type, current),
+      },
+      context,
+    );
     if (isDeepStrictEqual(comparable(merged), comparable(current))) return this.#present(type, current); // a no-op write keeps the version, as on a real server
+    if (context?.dryRun)
+      return this.#present(type, { ...merged, metadata: { ...merged.metadata, resourceVersion: current.metadata.resourceVersion } });
     merged.metadata.resourceVersion = this.#nextVersion();
     this.#objects.set(key, merged);
     this.#record('MODIFIED', type, merged, current);
@@ -302,19 +284,23 @@ export class ObjectStore {
     namespace: string | undefined,
     name: string,
     options: { propagationPolicy?: string; resourceVersion?: string } = {},
+    context?: WriteContext,
   ): KubeObject {
     const key = this.#key(type, namespace, name);
     const current = this.#objects.get(key);
     const target = { group: type.group, plural: type.plural, name };
     if (!current) throw errors.notFound(target);
     if (options.resourceVersion && options.resourceVersion !== current.metadata.resourceVersion) throw errors.conflict(target);
+    this.#admit(
+      { operation: 'DELETE', type, namespace: current.metadata.namespace, name, oldObject: this.#present(type, current) },
+      context,
+    );
+    if (context?.dryRun) return this.#dryRunDelete(type, current);
     if (type.group === '' && type.kind === 'Namespace') return this.#deleteNamespace(type, key, current);
     if ((current.metadata.finalizers?.length ?? 0) > 0) {
       if (current.metadata.deletionTimestamp) return this.#present(type, current);
       const marked = structuredClone(current);
-      marked.metadata.deletionTimestamp = this.#now()
-        .toISOString()
-        .replace(/\.\d+Z$/, 'Z');
+      marked.metadata.deletionTimestamp = this.#timestamp();
       marked.metadata.resourceVersion = this.#nextVersion();
       this.#objects.set(key, marked);
       this.#record('MODIFIED', type, marked, current);
@@ -322,6 +308,13 @@ export class ObjectStore {
     }
     this.#remove(type, key, current, options.propagationPolicy === 'Orphan');
     return this.#present(type, current);
+  }
+
+  /** What a delete would answer, without doing it: the object marked for deletion when finalizers hold it. */
+  #dryRunDelete(type: ResourceType, current: KubeObject): KubeObject {
+    const marked = this.#present(type, current);
+    if ((current.metadata.finalizers?.length ?? 0) > 0) marked.metadata.deletionTimestamp ??= this.#timestamp();
+    return marked;
   }
 
   #remove(type: ResourceType, key: string, object: KubeObject, orphan = false): void {
@@ -341,9 +334,7 @@ export class ObjectStore {
   #deleteNamespace(type: ResourceType, key: string, current: KubeObject): KubeObject {
     if (!current.metadata.deletionTimestamp) {
       const marked = structuredClone(current);
-      marked.metadata.deletionTimestamp = this.#now()
-        .toISOString()
-        .replace(/\.\d+Z$/, 'Z');
+      marked.metadata.deletionTimestamp = this.#timestamp();
       marked.status = { ...((marked.status as object) ?? {}), phase: 'Terminating' };
       marked.metadata.resourceVersion = this.#nextVersion();
       this.#objects.set(key, marked);
@@ -387,44 +378,21 @@ export class ObjectStore {
           object,
           { ...structuredClone(object), metadata: { ...structuredClone(object.metadata), ownerReferences: refs } },
           undefined,
+          { user: inNamespace ? NAMESPACE_CONTROLLER : GARBAGE_COLLECTOR },
         );
-      } else this.delete(type, object.metadata.namespace, object.metadata.name ?? '');
+      } else
+        this.delete(
+          type,
+          object.metadata.namespace,
+          object.metadata.name ?? '',
+          {},
+          { user: inNamespace ? NAMESPACE_CONTROLLER : GARBAGE_COLLECTOR },
+        );
     }
   }
 
   #typeOfKey(key: string): ResourceType | undefined {
     const storage = key.split('|')[0] ?? '';
     return this.registry.all().find((t) => storageKey(t) === storage);
-  }
-}
-
-/** An object as JSON would carry it, without its version: two of them are equal when a write changes nothing. */
-function comparable(object: KubeObject): unknown {
-  return asJson({ ...object, metadata: { ...object.metadata, resourceVersion: '' } });
-}
-
-function asJson(value: unknown): unknown {
-  return JSON.parse(JSON.stringify(value));
-}
-
-function withoutMetaAndStatus(object: KubeObject): Record<string, unknown> {
-  const { metadata: _m, status: _s, apiVersion: _a, kind: _k, ...rest } = object;
-  return rest;
-}
-
-let nextClusterIp = 10;
-
-/** The defaults a real server fills in that clients commonly read back. */
-function applyDefaults(type: ResourceType, object: KubeObject): void {
-  if (type.group === '' && type.kind === 'Namespace') object.status = { phase: 'Active', ...((object.status as object) ?? {}) };
-  if (type.group === '' && type.kind === 'Service') {
-    object.spec ??= {};
-    const spec = object.spec as Record<string, unknown>;
-    spec.type ??= 'ClusterIP';
-    if (spec.type !== 'ExternalName' && spec.clusterIP === undefined) {
-      nextClusterIp += 1;
-      spec.clusterIP = `10.96.${Math.floor(nextClusterIp / 250)}.${nextClusterIp % 250}`;
-      spec.clusterIPs = [spec.clusterIP];
-    }
   }
 }

@@ -26,8 +26,8 @@ test('valid settings: defaults filled in, the secret read from its file, pools n
   assert.equal(config.identity.url, 'https://login.example.com');
   assert.equal(config.identity.clientSecret, 's3cret');
   assert.deepEqual(
-    [config.identity.adminRealm, config.identity.clientId, config.identity.login, config.identity.adminRole],
-    ['master', 'tenantry', 'console', 'org-admin'],
+    [config.identity.adminRealm, config.identity.clientId, config.identity.login, config.kubeDcNamespace, config.kubeDcServiceAccount],
+    ['master', 'tenantry', 'console', 'kube-dc', undefined],
   );
   assert.deepEqual(config.addressPool, ['10.100.0.0/16', '10.101.5.0/24']);
   assert.deepEqual([config.projectPrefixLength, config.egressNetworkType, config.namespace], [24, 'cloud', 'tenantry']);

@@ -25,8 +25,22 @@ export interface KubernetesPlatformConfig {
   metricsUrl: string | undefined;
   /** KubeVirt GPU device names (the extended resource a VM asks for) by the GPU profile id partners use. */
   gpuProfiles: Record<string, string>;
-  /** Organization.spec.email until the owner is known (the CRD requires one). */
-  contactEmail: string;
+  /**
+   * Organization.spec.email, with `{organization}` replaced by its name (`organizationEmail`). Kube-DC's
+   * controller gives it to the realm's `admin` user, so it is never a customer user's address.
+   */
+  organizationEmail: string;
+  /** Kube-DC's release namespace: its `images-configmap`, and the service account below. */
+  kubeDcNamespace: string;
+  /** The service account in Kube-DC's namespace whose identity changes Organization annotations; undefined: none. */
+  kubeDcServiceAccount: string | undefined;
+  /** The StorageClass of a console VM's root disk; undefined: the cluster's default. */
+  vmStorageClass: string | undefined;
+}
+
+/** An Organization's spec.email. */
+export function organizationEmail(config: Pick<KubernetesPlatformConfig, 'organizationEmail'>, organization: string): string {
+  return config.organizationEmail.replaceAll('{organization}', organization);
 }
 
 export interface IdentityConfig {
@@ -43,8 +57,6 @@ export interface IdentityConfig {
   /** The client and redirect an action-token login lands on (the Kube-DC console). */
   loginClientId: string;
   loginRedirectUrl: string | undefined;
-  /** The realm role an organization admin holds. */
-  adminRole: string;
 }
 
 /** One line per problem, each naming its variable. */
@@ -66,12 +78,13 @@ type Defaulted =
   | 'TENANTRY_IDP_CLIENT_ID'
   | 'TENANTRY_IDP_LOGIN'
   | 'TENANTRY_IDP_LOGIN_CLIENT'
-  | 'TENANTRY_IDP_ADMIN_ROLE'
+  | 'TENANTRY_KUBE_DC_NAMESPACE'
   | 'TENANTRY_PROJECT_PREFIX_LENGTH'
   | 'TENANTRY_EGRESS_NETWORK_TYPE'
   | 'TENANTRY_ORGANIZATION_EMAIL';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 /** Reads and checks every kubernetes setting; throws KubernetesConfigErrors listing all problems. */
 export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
@@ -156,9 +169,20 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
     if (!match) problem('TENANTRY_GPU_PROFILES', `"${pair}" is not profile=deviceName (nvidia-a10=nvidia.com/GA102GL_A10)`);
     else gpuProfiles[match[1] ?? ''] = match[2] ?? '';
   }
-  const contactEmail = value('TENANTRY_ORGANIZATION_EMAIL', get('TENANTRY_ORGANIZATION_EMAIL'));
-  if (!/^[^@\s]+@[^@\s]+$/.test(contactEmail) || contactEmail.length < 5)
-    problem('TENANTRY_ORGANIZATION_EMAIL', `must be an email address, got "${contactEmail}"`);
+  const orgEmail = value('TENANTRY_ORGANIZATION_EMAIL', get('TENANTRY_ORGANIZATION_EMAIL'));
+  const sampleEmail = organizationEmail({ organizationEmail: orgEmail }, 'example-organization');
+  // Organization.spec.email: 5 to 256 characters (Kube-DC's CRD), an address Keycloak accepts.
+  if (!/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(sampleEmail) || orgEmail.length < 5 || sampleEmail.length > 256)
+    problem('TENANTRY_ORGANIZATION_EMAIL', `must be an email address (with {organization} for the Organization's name), got "${orgEmail}"`);
+
+  const kubeDcNamespace = value('TENANTRY_KUBE_DC_NAMESPACE', get('TENANTRY_KUBE_DC_NAMESPACE'));
+  if (!DNS_LABEL.test(kubeDcNamespace)) problem('TENANTRY_KUBE_DC_NAMESPACE', `must be a namespace name, got "${kubeDcNamespace}"`);
+  const kubeDcServiceAccount = get('TENANTRY_KUBE_DC_SERVICE_ACCOUNT');
+  if (kubeDcServiceAccount !== undefined && !DNS_SUBDOMAIN.test(kubeDcServiceAccount))
+    problem('TENANTRY_KUBE_DC_SERVICE_ACCOUNT', `must be a service account name, got "${kubeDcServiceAccount}"`);
+  const vmStorageClass = get('TENANTRY_VM_STORAGE_CLASS');
+  if (vmStorageClass !== undefined && !DNS_SUBDOMAIN.test(vmStorageClass))
+    problem('TENANTRY_VM_STORAGE_CLASS', `must be a StorageClass name, got "${vmStorageClass}"`);
 
   if (problems.length > 0) throw new KubernetesConfigErrors(problems);
   return {
@@ -172,13 +196,15 @@ export function loadKubernetesConfig(get: Get): KubernetesPlatformConfig {
       login: login as IdentityConfig['login'],
       loginClientId: value('TENANTRY_IDP_LOGIN_CLIENT', get('TENANTRY_IDP_LOGIN_CLIENT')),
       loginRedirectUrl,
-      adminRole: value('TENANTRY_IDP_ADMIN_ROLE', get('TENANTRY_IDP_ADMIN_ROLE')),
     },
     addressPool,
     projectPrefixLength,
     egressNetworkType: egress as 'cloud' | 'public',
     metricsUrl: metricsUrl?.replace(/\/+$/, ''),
     gpuProfiles,
-    contactEmail,
+    organizationEmail: orgEmail,
+    kubeDcNamespace,
+    kubeDcServiceAccount,
+    vmStorageClass,
   };
 }

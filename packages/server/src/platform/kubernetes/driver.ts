@@ -7,6 +7,8 @@ import type { KubeClient, KubeObject } from './kube.ts';
 /** What every part of the driver works with: the two APIs, the configuration and a logger. */
 export interface Driver {
   kube: KubeClient;
+  /** The client whose writes Kube-DC's admission takes as its own namespace's (Organization annotations). */
+  kubeDcWriter: KubeClient;
   idp: KeycloakAdmin;
   config: KubernetesPlatformConfig;
   logger: Logger;

@@ -58,7 +58,8 @@ describe('kubernetes platform: failure mapping', {
   for (const [status, expected] of idpCases) {
     test(`the identity provider answering ${status} is ${expected}`, async () => {
       const org = fresh();
-      fx.keycloak?.failNext({ status, match: (r) => r.method === 'POST' && r.path === '/admin/realms' });
+      // Before it creates the Organization, the driver asks whether a realm of its name exists (ADR 0006).
+      fx.keycloak?.failNext({ status, match: (r) => r.method === 'GET' && r.path === `/admin/realms/${org.organization}` });
       const first = await fx.platform.ensureOrganization(ctx, org);
       assert.equal(first.state === 'failed' ? `failed ${first.code}` : first.state, expected);
     });
@@ -167,7 +168,7 @@ describe('kubernetes platform: failure mapping', {
       apiVersion: 'kube-dc.com/v1',
       kind: 'Project',
       metadata: { name: 'theirs', namespace: 'foreign' },
-      spec: { cidrBlock: '10.200.0.0/24' },
+      spec: { cidrBlock: '10.200.0.0/24', egressNetworkType: 'cloud' },
     });
     const ref = (n: number) => ({ customerId: 'pool', organization: 'pool', project: `p${n}`, namespace: `pool-p${n}` });
     assert.deepEqual(await fx.platform.reserveAddressRange(ctx, ref(1)), { state: 'done', cidr: '10.200.1.0/24' });

@@ -6,18 +6,27 @@ import {
   type UserRef,
   type UserSpec,
 } from '../platform.ts';
+import { organizationEmail } from './config.ts';
 import type { Driver } from './driver.ts';
-import { IdentityError, MANAGED_ATTRIBUTE, managedByTenantry, type RealmUser } from './keycloak.ts';
-import { KINDS } from './kube.ts';
+import { IdentityError, type RealmUser } from './keycloak.ts';
 import { DONE, guard, orUnavailable } from './progress.ts';
+import { CREATING, readUserRecord, recordUser } from './user-record.ts';
 
 /** How long an action-token login stays valid. */
 export const LOGIN_LIFETIME_S = 300;
 
 /**
- * The user in the organization's realm: created (or found) with its email and names, the organization
- * admin role granted to admins and the owner and taken from members; the owner's email also becomes
- * the Organization's contact email.
+ * Kube-DC grants access by the groups of the organization's realm (docs/cloud/team-management.md):
+ * `org-admin` maps to `admin` in every project, `user` to `user`.
+ */
+export const KUBE_DC_GROUPS = { admin: 'org-admin', member: 'user' } as const;
+
+/**
+ * The user in the organization's realm, which Kube-DC's Organization controller made: created (or
+ * found, if Tenantry made it) with its email and names, and in the group of its role: the owner and
+ * admins in `org-admin`, members in `user`. A user of that name that Tenantry did not make is never
+ * taken over (`UPSTREAM_409`). Only these two group memberships are Tenantry's: others (Kube-DC's
+ * OrganizationGroups) are left as they are.
  */
 export function ensureUser(d: Driver, ctx: PlatformContext, user: UserSpec): Promise<Progress> {
   return guard('user', async () => {
@@ -29,57 +38,79 @@ export function ensureUser(d: Driver, ctx: PlatformContext, user: UserSpec): Pro
       ...(user.firstName ? { firstName: user.firstName } : {}),
       ...(user.lastName ? { lastName: user.lastName } : {}),
     };
+    const recorded = (await readUserRecord(d, realm))[user.username];
     let found = await d.idp.findUser(realm, user.username);
+    if (found && recorded !== found.id && recorded !== CREATING) return notOurs(realm, user.username);
     if (!found) {
+      if (recorded !== CREATING) await recordUser(d, ctx, user, user.username, CREATING);
       try {
-        const attributes = { [MANAGED_ATTRIBUTE]: ['tenantry'], 'tenantry.io/partner': [ctx.partnerId] };
-        const id = await d.idp.createUser(realm, { username: user.username, enabled: true, requiredActions: [], attributes, ...fields });
-        found = { id, username: user.username, attributes, ...fields };
+        const id = await d.idp.createUser(realm, { username: user.username, enabled: true, requiredActions: [], ...fields });
+        found = { id, username: user.username, ...fields };
       } catch (error) {
         // A repeat whose first create landed: the user is there now. Otherwise the email is another user's.
         if (!(error instanceof IdentityError && error.status === 409)) throw error;
         found = await d.idp.findUser(realm, user.username);
-        if (!found)
-          return {
-            state: 'failed',
-            code: 'UPSTREAM_409',
-            message: `Another user of the identity realm ${realm} has the email ${user.email}.`,
-          };
+        if (!found) {
+          await recordUser(d, ctx, user, user.username, null);
+          return emailTaken(d, realm, fields.email);
+        }
       }
     }
-    // A user someone else made in the realm (Kube-DC's console, an administrator) is not taken over.
-    if (!managedByTenantry(found))
-      return {
-        state: 'failed',
-        code: 'UPSTREAM_409',
-        message: `The identity realm ${realm} already has a user ${user.username} that Tenantry did not make.`,
-      };
+    if (recorded !== found.id) await recordUser(d, ctx, user, user.username, found.id);
     if (differs(found, fields)) await d.idp.updateUser(realm, found.id, fields);
 
-    const admin = user.role === 'admin' || user.isOwner;
-    const roles = await d.idp.realmRoles(realm, found.id);
-    if (roles.includes(d.config.identity.adminRole) !== admin)
-      await d.idp.setRealmRole(realm, found.id, d.config.identity.adminRole, admin);
-
-    if (user.isOwner) {
-      const organization = await d.kube.get(KINDS.organization, user.organization, user.organization);
-      if (organization && organization.spec?.email !== fields.email)
-        await d.kube.mergePatch(KINDS.organization, user.organization, user.organization, { spec: { email: fields.email } });
+    const wanted = user.role === 'admin' || user.isOwner ? KUBE_DC_GROUPS.admin : KUBE_DC_GROUPS.member;
+    const other = wanted === KUBE_DC_GROUPS.admin ? KUBE_DC_GROUPS.member : KUBE_DC_GROUPS.admin;
+    const groups = new Map((await d.idp.userGroups(realm, found.id)).map((g) => [g.name, g]));
+    if (!groups.has(wanted)) {
+      const group = await d.idp.findGroup(realm, wanted);
+      if (!group)
+        return {
+          state: 'failed',
+          code: 'UPSTREAM_NOT_FOUND',
+          message: `The identity realm ${realm} has no group ${wanted} (Kube-DC makes it with the Organization).`,
+        };
+      await d.idp.setGroupMember(realm, found.id, group.id, true);
     }
+    const leaving = groups.get(other);
+    if (leaving) await d.idp.setGroupMember(realm, found.id, leaving.id, false);
     return DONE;
   });
+}
+
+function notOurs(realm: string, username: string): Progress {
+  return {
+    state: 'failed',
+    code: 'UPSTREAM_409',
+    message: `The identity realm ${realm} already has a user ${username} that Tenantry did not make.`,
+  };
+}
+
+function emailTaken(d: Driver, realm: string, email: string): Progress {
+  const admin = email === organizationEmail(d.config, realm).toLowerCase();
+  return {
+    state: 'failed',
+    code: 'UPSTREAM_409',
+    message: admin
+      ? `The email ${email} is the address of the identity realm ${realm}'s admin user (TENANTRY_ORGANIZATION_EMAIL); give the user another.`
+      : `Another user of the identity realm ${realm} has the email ${email}.`,
+  };
 }
 
 function differs(found: RealmUser, fields: Partial<RealmUser>): boolean {
   return (Object.keys(fields) as Array<keyof RealmUser>).some((key) => found[key] !== fields[key]);
 }
 
-export function deleteUser(d: Driver, _ctx: PlatformContext, user: UserRef): Promise<Progress> {
+/** Removes the user from the realm, if Tenantry made it; one of the same name made by someone else stays. */
+export function deleteUser(d: Driver, ctx: PlatformContext, user: UserRef): Promise<Progress> {
   return guard('user deletion', async () => {
-    if (!(await d.idp.realmExists(user.organization))) return DONE;
-    const found = await d.idp.findUser(user.organization, user.username);
-    // Only a user Tenantry made is deleted; one of the same name made by someone else stays.
-    if (found && managedByTenantry(found)) await d.idp.deleteUser(user.organization, found.id);
+    const recorded = (await readUserRecord(d, user.organization))[user.username];
+    if (recorded === undefined) return DONE;
+    if (await d.idp.realmExists(user.organization)) {
+      const found = await d.idp.findUser(user.organization, user.username);
+      if (found && (recorded === found.id || recorded === CREATING)) await d.idp.deleteUser(user.organization, found.id);
+    }
+    await recordUser(d, ctx, user, user.username, null);
     return DONE;
   });
 }

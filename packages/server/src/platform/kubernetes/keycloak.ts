@@ -15,6 +15,7 @@ export function identityStatus(error: unknown): number | undefined {
   return error instanceof IdentityError ? error.status : undefined;
 }
 
+/** A user as the admin API represents it (Keycloak 26: a PUT replaces the whole representation). */
 export interface RealmUser {
   id: string;
   username: string;
@@ -22,23 +23,25 @@ export interface RealmUser {
   firstName?: string;
   lastName?: string;
   enabled?: boolean;
+  emailVerified?: boolean;
   requiredActions?: string[];
   attributes?: Record<string, string[]>;
 }
 
-/** The attribute on realm users Tenantry made: only those are updated or deleted by it. */
-export const MANAGED_ATTRIBUTE = 'tenantry.io/managed-by';
-
-export function managedByTenantry(user: RealmUser): boolean {
-  return user.attributes?.[MANAGED_ATTRIBUTE]?.includes('tenantry') === true;
+export interface RealmGroup {
+  id: string;
+  name: string;
+  path?: string;
 }
 
 const TIMEOUT_MS = 10_000;
 
 /**
- * The identity provider's admin REST API (Keycloak), the calls the driver makes and nothing else: a
- * client-credentials token from the admin realm, realms, realm roles, users, their realm role mappings,
- * and a one-time login (impersonation, or an action token through the magic-link extension).
+ * The identity provider's admin REST API (Keycloak 26), the calls the driver makes and nothing else: a
+ * client-credentials token from the admin realm, whether a realm exists, users, their groups, and a
+ * one-time login (impersonation, or an action token through the magic-link extension). Realms are
+ * Kube-DC's (its Organization controller makes and removes them): the driver never creates, changes or
+ * deletes one.
  */
 export class KeycloakAdmin {
   readonly #config: IdentityConfig;
@@ -120,24 +123,15 @@ export class KeycloakAdmin {
     return (await this.#call('GET', this.#realm(realm), undefined, [404])).status !== 404;
   }
 
-  /** Creates the realm (a repeat finds it: 409 is fine). */
-  async createRealm(realm: string, displayName: string | null): Promise<void> {
-    await this.#call('POST', '/admin/realms', { realm, enabled: true, ...(displayName ? { displayName } : {}) }, [409]);
-  }
-
-  /** Deletes the realm; false when it was already gone. */
-  async deleteRealm(realm: string): Promise<boolean> {
-    return (await this.#call('DELETE', this.#realm(realm), undefined, [404])).status !== 404;
-  }
-
-  async ensureRealmRole(realm: string, role: string): Promise<void> {
-    if ((await this.#call('GET', `${this.#realm(realm)}/roles/${encodeURIComponent(role)}`, undefined, [404])).status !== 404) return;
-    await this.#call('POST', `${this.#realm(realm)}/roles`, { name: role, description: 'Organization administrator (Tenantry)' }, [409]);
-  }
-
   async findUser(realm: string, username: string): Promise<RealmUser | undefined> {
     const { json } = await this.#call('GET', `${this.#realm(realm)}/users?${new URLSearchParams({ username, exact: 'true' })}`);
     return (json as RealmUser[]).find((u) => u.username === username.toLowerCase());
+  }
+
+  /** The user's whole representation, or undefined when it is gone. */
+  async getUser(realm: string, id: string): Promise<(RealmUser & Record<string, unknown>) | undefined> {
+    const { status, json } = await this.#call('GET', `${this.#realm(realm)}/users/${encodeURIComponent(id)}`, undefined, [404]);
+    return status === 404 ? undefined : (json as RealmUser & Record<string, unknown>);
   }
 
   /** Creates the user and answers its id; a 409 (a repeat, or the email taken) is the caller's to judge. */
@@ -150,22 +144,35 @@ export class KeycloakAdmin {
     return found.id;
   }
 
+  /**
+   * Changes some of a user's fields. Keycloak 26 replaces the whole representation on PUT (fields not
+   * sent are cleared): the user is read, changed and written whole.
+   */
   async updateUser(realm: string, id: string, fields: Partial<RealmUser>): Promise<void> {
-    await this.#call('PUT', `${this.#realm(realm)}/users/${encodeURIComponent(id)}`, fields);
+    const current = await this.getUser(realm, id);
+    if (!current) throw new IdentityError(404, `the user ${id} of realm ${realm} is gone`);
+    await this.#call('PUT', `${this.#realm(realm)}/users/${encodeURIComponent(id)}`, { ...current, ...fields });
   }
 
   async deleteUser(realm: string, id: string): Promise<void> {
     await this.#call('DELETE', `${this.#realm(realm)}/users/${encodeURIComponent(id)}`, undefined, [404]);
   }
 
-  async realmRoles(realm: string, id: string): Promise<string[]> {
-    const { json } = await this.#call('GET', `${this.#realm(realm)}/users/${encodeURIComponent(id)}/role-mappings/realm`);
-    return (json as Array<{ name: string }>).map((r) => r.name);
+  /** The realm's top-level group of that name (Kube-DC's `org-admin`, `user`), or undefined. */
+  async findGroup(realm: string, name: string): Promise<RealmGroup | undefined> {
+    const query = new URLSearchParams({ search: name, exact: 'true', briefRepresentation: 'true' });
+    const { json } = await this.#call('GET', `${this.#realm(realm)}/groups?${query}`);
+    return (json as RealmGroup[]).find((g) => g.name === name && (g.path === undefined || g.path === `/${name}`));
   }
 
-  async setRealmRole(realm: string, id: string, role: string, granted: boolean): Promise<void> {
-    const { json } = await this.#call('GET', `${this.#realm(realm)}/roles/${encodeURIComponent(role)}`);
-    await this.#call(granted ? 'POST' : 'DELETE', `${this.#realm(realm)}/users/${encodeURIComponent(id)}/role-mappings/realm`, [json]);
+  async userGroups(realm: string, id: string): Promise<RealmGroup[]> {
+    const { json } = await this.#call('GET', `${this.#realm(realm)}/users/${encodeURIComponent(id)}/groups?briefRepresentation=true`);
+    return json as RealmGroup[];
+  }
+
+  async setGroupMember(realm: string, id: string, groupId: string, member: boolean): Promise<void> {
+    const path = `${this.#realm(realm)}/users/${encodeURIComponent(id)}/groups/${encodeURIComponent(groupId)}`;
+    await this.#call(member ? 'PUT' : 'DELETE', path, undefined, member ? [] : [404]);
   }
 
   /** Keycloak impersonation: the URL that opens the user's session. */

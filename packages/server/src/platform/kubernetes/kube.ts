@@ -33,6 +33,8 @@ export const KINDS = {
   partner: { apiVersion: 'kube-dc.com/v1', kind: 'Partner' },
   hrq: { apiVersion: 'hnc.x-k8s.io/v1alpha2', kind: 'HierarchicalResourceQuota' },
   vm: { apiVersion: 'kubevirt.io/v1', kind: 'VirtualMachine' },
+  dataVolume: { apiVersion: 'cdi.kubevirt.io/v1beta1', kind: 'DataVolume' },
+  limitRange: { apiVersion: 'v1', kind: 'LimitRange' },
   database: { apiVersion: 'db.kube-dc.com/v1alpha1', kind: 'KdcDatabase' },
   cnpgCluster: { apiVersion: 'postgresql.cnpg.io/v1', kind: 'Cluster' },
 } as const;
@@ -103,10 +105,15 @@ function safeJson(text: string): unknown {
 export class KubeClient {
   readonly #api: KubernetesObjectApi;
 
-  constructor(kubeConfig: KubeConfig, options: { timeoutMs?: number } = {}) {
+  /**
+   * `impersonate`: the user every call is sent as (`Impersonate-User`), for the writes Kube-DC's admission
+   * allows only to its own service accounts; the caller needs the `impersonate` verb on it.
+   */
+  constructor(kubeConfig: KubeConfig, options: { timeoutMs?: number; impersonate?: string } = {}) {
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig names no current cluster');
     const timeoutMs = options.timeoutMs ?? KUBE_CALL_TIMEOUT_MS;
+    const { impersonate } = options;
     // What KubeConfig.makeApiClient builds, plus a deadline on every request.
     this.#api = new KubernetesObjectApi(
       createConfiguration({
@@ -116,6 +123,7 @@ export class KubeClient {
           {
             pre: async (request) => {
               request.setSignal(AbortSignal.timeout(timeoutMs));
+              if (impersonate) request.setHeaderParam('Impersonate-User', impersonate);
               return request;
             },
             post: async (response) => response,

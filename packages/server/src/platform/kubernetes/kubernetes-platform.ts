@@ -119,8 +119,16 @@ export function createKubernetesPlatform(
   kubeConfig: KubeConfig = kubeConfigFor(config),
   options: { kubeTimeoutMs?: number } = {},
 ): KubernetesPlatform {
+  const kube = new KubeClient(kubeConfig, { timeoutMs: options.kubeTimeoutMs });
+  const writer = config.kubeDcServiceAccount
+    ? new KubeClient(kubeConfig, {
+        timeoutMs: options.kubeTimeoutMs,
+        impersonate: `system:serviceaccount:${config.kubeDcNamespace}:${config.kubeDcServiceAccount}`,
+      })
+    : kube;
   return new KubernetesPlatform({
-    kube: new KubeClient(kubeConfig, { timeoutMs: options.kubeTimeoutMs }),
+    kube,
+    kubeDcWriter: writer,
     idp: new KeycloakAdmin(config.identity),
     config,
     logger: logger.child({ platform: 'kubernetes' }),

@@ -1,8 +1,10 @@
 import type { OrganizationRef, OrganizationSpec, PlatformContext, Progress, QuotaSpec } from '../platform.ts';
-import { ANNOTATIONS, type Driver, isDeleting, LABELS, ownedBy, ownerLabels } from './driver.ts';
+import { organizationEmail } from './config.ts';
+import { ANNOTATIONS, type Driver, isDeleting, ownedBy, ownerLabels } from './driver.ts';
 import { KINDS } from './kube.ts';
 import { DONE, guard, later, readiness, readyMessage } from './progress.ts';
 import { releaseRanges } from './projects.ts';
+import { dropUserRecord } from './user-record.ts';
 
 /** Organization.spec.description allows letters, digits, spaces and `.,-'` only (128 at most). */
 function description(displayName: string | null): string | undefined {
@@ -15,9 +17,12 @@ function description(displayName: string | null): string | undefined {
 }
 
 /**
- * The customer's organization, in order: its namespace, its identity realm (with the admin role), the
- * Organization object with the plan annotations; done when Kube-DC reports it ready. Each step reads
- * what is there first, so a repeat (or a restart after kill -9) continues where the last one stopped.
+ * The customer's organization, in order: its namespace (Kube-DC puts an Organization in the namespace of
+ * its own name), then the Organization with the plan annotations; done when Kube-DC reports it ready and
+ * its identity realm, which Kube-DC's controller makes, is there. The realm is Kube-DC's: a realm of
+ * that name found before the Organization was made by someone else, and the step fails rather than
+ * take it over. Each step reads what is there first, so a repeat (or a restart after kill -9) continues
+ * where the last one stopped.
  */
 export function ensureOrganization(d: Driver, ctx: PlatformContext, org: OrganizationSpec): Promise<Progress> {
   return guard('organization', async () => {
@@ -34,12 +39,21 @@ export function ensureOrganization(d: Driver, ctx: PlatformContext, org: Organiz
     if (isDeleting(namespace)) return later(ctx);
     if (!namespace) await d.kube.createIfAbsent({ ...KINDS.namespace, metadata: { name, labels: ownerLabels(ctx, org.customerId, name) } });
 
-    if (!(await d.idp.realmExists(name))) await d.idp.createRealm(name, org.displayName);
-    await d.idp.ensureRealmRole(name, d.config.identity.adminRole);
-
     let organization = await d.kube.get(KINDS.organization, name, name);
     if (isDeleting(organization)) return later(ctx);
+    if (organization && !ownedBy(organization, ctx, org.customerId))
+      return {
+        state: 'failed',
+        code: 'PROVISIONING_FAILED',
+        message: `An Organization ${name} not made by Tenantry exists on the cluster.`,
+      };
     if (!organization) {
+      if (await d.idp.realmExists(name))
+        return {
+          state: 'failed',
+          code: 'PROVISIONING_FAILED',
+          message: `The identity realm ${name} exists before its Organization: Tenantry never takes over a realm Kube-DC did not make for it.`,
+        };
       const desc = description(org.displayName);
       ({ object: organization } = await d.kube.createOrGet({
         ...KINDS.organization,
@@ -47,30 +61,30 @@ export function ensureOrganization(d: Driver, ctx: PlatformContext, org: Organiz
           name,
           namespace: name,
           labels: ownerLabels(ctx, org.customerId, name),
+          // Kube-DC's admission lets anyone set annotations when an Organization is created; only
+          // Kube-DC's own namespace may change them later (applyQuota).
           annotations: { [ANNOTATIONS.planId]: org.planId, [ANNOTATIONS.subscription]: 'active' },
         },
-        spec: { email: d.config.contactEmail, ...(desc ? { description: desc } : {}) },
+        spec: { email: organizationEmail(d.config, name), ...(desc ? { description: desc } : {}) },
       }));
     }
-    switch (readiness(organization)) {
-      case 'ready':
-        return DONE;
-      case 'failed':
-        return {
-          state: 'failed',
-          code: 'PROVISIONING_FAILED',
-          message: `The platform could not set up the organization (${readyMessage(organization)}).`,
-        };
-      default:
-        return later(ctx);
-    }
+    const judged = readiness(organization);
+    if (judged === 'failed')
+      return {
+        state: 'failed',
+        code: 'PROVISIONING_FAILED',
+        message: `The platform could not set up the organization (${readyMessage(organization)}).`,
+      };
+    if (judged !== 'ready' || !(await d.idp.realmExists(name))) return later(ctx);
+    return DONE;
   });
 }
 
 /**
  * Tears the organization down in the order Kube-DC needs: its Projects (each deletes its backing
- * namespace), then the Organization (its finalizer waits for the Projects), then the identity realm,
- * then the namespace, then any address range still reserved for it. `done` only once all are gone.
+ * namespace), then the Organization (its finalizer waits for the Projects; Kube-DC removes the realm
+ * with it), then the namespace, then the address ranges and the user record kept for it. `done` only
+ * once all are gone. The realm itself is never touched: it is Kube-DC's.
  */
 export function deleteOrganization(d: Driver, ctx: PlatformContext, org: OrganizationRef): Promise<Progress> {
   return guard('organization deletion', async () => {
@@ -79,6 +93,7 @@ export function deleteOrganization(d: Driver, ctx: PlatformContext, org: Organiz
     // Never tear down what another customer (or someone else) owns under this name.
     if (namespace && !ownedBy(namespace, ctx, org.customerId) && !isDeleting(namespace)) {
       await releaseRanges(d, name);
+      await dropUserRecord(d, name);
       return DONE;
     }
     if (namespace) {
@@ -86,28 +101,33 @@ export function deleteOrganization(d: Driver, ctx: PlatformContext, org: Organiz
       for (const project of projects) if (!isDeleting(project)) await d.kube.delete(KINDS.project, project.metadata.name ?? '', name);
       if (projects.length > 0) return later(ctx);
       const organization = await d.kube.get(KINDS.organization, name, name);
-      if (organization) {
+      if (organization && ownedBy(organization, ctx, org.customerId)) {
         if (!isDeleting(organization)) await d.kube.delete(KINDS.organization, name, name);
         if (await d.kube.get(KINDS.organization, name, name)) return later(ctx);
       }
-    }
-    await d.idp.deleteRealm(name);
-    if (namespace) {
       if (!isDeleting(namespace)) await d.kube.delete(KINDS.namespace, name);
       if (await d.kube.get(KINDS.namespace, name)) return later(ctx);
     }
     await releaseRanges(d, name);
+    await dropUserRecord(d, name);
     return DONE;
   });
 }
 
 const GIB = (n: number) => `${n}Gi`;
 
+/** The ResourceQuota of a capped project: Tenantry's own name, since Kube-DC reserves `project-quota` to its backend. */
+export const PROJECT_CAP_QUOTA = 'tenantry-project-cap';
+
 /**
  * The plan and quota as Kube-DC expects them: the plan on the Organization's billing annotations (Kube-DC
  * derives its `plan-quota` HRQ and LimitRange from it), the customer's own quota as the
  * `tenantry-quota` HierarchicalResourceQuota in the organization namespace (HNC enforces it across every
- * project), and project caps as a `project-quota` ResourceQuota in each capped project's namespace.
+ * project), and project caps as a `tenantry-project-cap` ResourceQuota in each capped project's namespace.
+ * Kube-DC's admission lets only its own namespace's service accounts change an Organization's
+ * annotations, so a plan change is sent as the service account TENANTRY_KUBE_DC_SERVICE_ACCOUNT (the
+ * driver impersonates it); `project-quota` is reserved to Kube-DC's backend, so caps take a name of
+ * their own (Kubernetes enforces every ResourceQuota of a namespace, and project admins cannot edit any).
  */
 export function applyQuota(d: Driver, ctx: PlatformContext, org: OrganizationRef, quota: QuotaSpec): Promise<Progress> {
   return guard('quota', async () => {
@@ -128,7 +148,7 @@ export function applyQuota(d: Driver, ctx: PlatformContext, org: OrganizationRef
 
     const annotations = organization.metadata.annotations ?? {};
     if (annotations[ANNOTATIONS.planId] !== quota.planId || annotations[ANNOTATIONS.subscription] !== 'active')
-      await d.kube.mergePatch(KINDS.organization, name, name, {
+      await d.kubeDcWriter.mergePatch(KINDS.organization, name, name, {
         metadata: { annotations: { [ANNOTATIONS.planId]: quota.planId, [ANNOTATIONS.subscription]: 'active' } },
       });
 
@@ -136,13 +156,11 @@ export function applyQuota(d: Driver, ctx: PlatformContext, org: OrganizationRef
     await upsertHard(d, KINDS.hrq, 'tenantry-quota', name, labels, hardOf(d, quota.quota));
     for (const project of await d.kube.list(KINDS.project, name)) {
       const projectName = project.metadata.name ?? '';
-      const backing = `${name}-${projectName}`;
+      const backing = String(project.status?.namespace ?? `${name}-${projectName}`);
       if (!(await d.kube.get(KINDS.namespace, backing))) continue;
       const cap = quota.projectCaps[projectName];
-      const existing = await d.kube.get(KINDS.resourceQuota, 'project-quota', backing);
-      if (cap && Object.keys(cap).length > 0) await upsertHard(d, KINDS.resourceQuota, 'project-quota', backing, labels, hardOf(d, cap));
-      else if (existing?.metadata.labels?.[LABELS.managedBy] === 'tenantry')
-        await d.kube.delete(KINDS.resourceQuota, 'project-quota', backing);
+      if (cap && Object.keys(cap).length > 0) await upsertHard(d, KINDS.resourceQuota, PROJECT_CAP_QUOTA, backing, labels, hardOf(d, cap));
+      else await d.kube.delete(KINDS.resourceQuota, PROJECT_CAP_QUOTA, backing);
     }
     return DONE;
   });

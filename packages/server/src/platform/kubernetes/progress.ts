@@ -65,18 +65,36 @@ export async function orUnavailable<T>(what: string, run: () => Promise<T>): Pro
   }
 }
 
-/** The Ready condition of a Kube-DC object, as the driver judges it. */
+type Condition = Record<string, unknown>;
+
+function conditionsOf(object: { status?: Record<string, unknown> }): Condition[] {
+  return (object.status?.conditions as Condition[] | undefined) ?? [];
+}
+
+/**
+ * A Kube-DC object's state as the driver judges it: `status.ready` (docs/platform/project-resources.md);
+ * `LimitCheck` False is the one refusal Kube-DC reports on an object it keeps (a Project past the
+ * organization's project limit); a Ready condition False with an error reason for the current spec is a
+ * reconcile that cannot go on. Anything else that never becomes ready ends in the 15-minute timeout.
+ */
 export function readiness(object: { metadata: { generation?: number }; status?: Record<string, unknown> }): 'ready' | 'failed' | 'pending' {
   const status = object.status ?? {};
-  const ready = ((status.conditions as Array<Record<string, unknown>> | undefined) ?? []).find((c) => c.type === 'Ready');
+  const conditions = conditionsOf(object);
+  if (conditions.some((c) => c.type === 'LimitCheck' && c.status === 'False')) return 'failed';
+  const ready = conditions.find((c) => c.type === 'Ready');
   if (status.ready === true && (ready === undefined || ready.status === 'True')) return 'ready';
-  // Kube-DC reports a reconcile that cannot go on as Ready=False with an error reason for the current spec.
   const current = ready?.observedGeneration === undefined || ready.observedGeneration === object.metadata.generation;
   if (ready?.status === 'False' && current && /Error|Fail|Invalid|Disabled|Refused/.test(String(ready.reason ?? ''))) return 'failed';
   return 'pending';
 }
 
+/** What Kube-DC says of it: the first False condition (LimitCheck first), as `type reason: message`. */
 export function readyMessage(object: { status?: Record<string, unknown> }): string {
-  const ready = ((object.status?.conditions as Array<Record<string, unknown>> | undefined) ?? []).find((c) => c.type === 'Ready');
-  return `${String(ready?.reason ?? 'NotReady')}: ${String(ready?.message ?? '')}`.slice(0, 500);
+  const conditions = conditionsOf(object);
+  const failing =
+    conditions.find((c) => c.type === 'LimitCheck' && c.status === 'False') ??
+    conditions.find((c) => c.status === 'False') ??
+    conditions.find((c) => c.type === 'Ready');
+  if (!failing) return 'NotReady';
+  return `${String(failing.type)} ${String(failing.reason ?? '')}: ${String(failing.message ?? '')}`.slice(0, 500);
 }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { DRIVER_USER } from '../../../test/kube-dc-cluster.ts';
 import { context, drive, type KubernetesFixture, REAL_CLUSTER, startKubernetesFixture } from '../../../test/kubernetes-platform.ts';
 import type { Progress } from '../platform.ts';
 
@@ -34,7 +35,7 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
     const keycloak = fx.keycloak;
     assert.ok(kube && keycloak);
     const org = { customerId: 'killed', organization: 'res-killed', displayName: 'Killed', planId: 'dev-pool' };
-    const kubeconfig = await kube.writeKubeconfig(join(tmpdir(), `tenantry-kill9-${process.pid}.kubeconfig`), 'tenantry-driver');
+    const kubeconfig = await kube.writeKubeconfig(join(tmpdir(), `tenantry-kill9-${process.pid}.kubeconfig`), DRIVER_USER);
     // The process gets as far as creating the Organization, and dies while that request is on the wire.
     kube.faults.delay(3000, { count: 1, match: (r) => r.verb === 'create' && r.resource === 'organizations' });
     const child = spawn(process.execPath, [STEP], {
@@ -48,7 +49,7 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
     child.kill('SIGKILL');
     await new Promise((ok) => child.once('exit', ok));
     assert.ok(kube.tryGet('v1', 'Namespace', org.organization), 'the killed process had made the namespace');
-    assert.ok(keycloak.realms.has(org.organization), 'and the realm');
+    assert.equal(keycloak.realms.has(org.organization), false, 'no realm yet: Kube-DC makes it with the Organization');
 
     const restarted = fx.restart();
     const seen = await drive(fx, () => restarted.ensureOrganization(ctx, org));
@@ -58,11 +59,8 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
       true,
     );
     assert.equal(kube.list('kube-dc.com/v1', 'Organization', org.organization).length, 1);
-    assert.equal(
-      keycloak.log.filter((r) => r.method === 'POST' && r.path === '/admin/realms' && r.status === 201).length,
-      1,
-      'the realm was made once',
-    );
+    assert.ok(keycloak.realms.has(org.organization), "Kube-DC's controller made its realm");
+    assert.equal(keycloak.log.filter((r) => r.method === 'POST' && r.path === '/admin/realms').length, 0, 'the driver made no realm');
     rmSync(kubeconfig, { force: true });
   });
 
@@ -154,7 +152,7 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
     assert.equal(reservations.length, refs.length, 'the losing duplicate reservations were released');
   });
 
-  test('deletion order: projects, then the Organization, then the realm and the namespace; done only when all are gone', async () => {
+  test('deletion order: projects, then the Organization (Kube-DC takes its realm), then the namespace; done only when all are gone', async () => {
     const kube = fx.kube;
     const keycloak = fx.keycloak;
     assert.ok(kube && keycloak);
@@ -185,8 +183,12 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
       `Organization after its projects: ${deletes.join(', ')}`,
     );
     assert.ok(at('namespaces/res-order') > at('organizations/res-order'), 'the namespace last');
-    const realmDeleted = keycloak.log.slice(realmMark).findIndex((r) => r.method === 'DELETE' && r.path === '/admin/realms/res-order');
-    assert.ok(realmDeleted >= 0);
+    assert.equal(
+      keycloak.log.slice(realmMark).filter((r) => r.method === 'DELETE' && r.path.startsWith('/admin/realms')).length,
+      0,
+      "the driver deletes no realm: it is Kube-DC's",
+    );
+    assert.equal(keycloak.realms.has('res-order'), false, "Kube-DC's controller took it with the Organization");
     for (const kind of [
       ['kube-dc.com/v1', 'Project'],
       ['kube-dc.com/v1', 'Organization'],
@@ -206,14 +208,14 @@ describe('kubernetes platform: restarts, conflicts, concurrency and deletion ord
           apiVersion: 'kube-dc.com/v1',
           kind: 'Project',
           metadata: { name: `a${String(i).padStart(3, '0')}`, namespace: 'filler' },
-          spec: { cidrBlock: `172.16.${i % 256}.0/24` },
+          spec: { cidrBlock: `172.16.${i % 256}.0/24`, egressNetworkType: 'cloud' },
         });
       // Sorted last: on the second page of the list.
       kube.create({
         apiVersion: 'kube-dc.com/v1',
         kind: 'Project',
         metadata: { name: 'zzz', namespace: 'filler' },
-        spec: { cidrBlock: '10.150.0.0/24' },
+        spec: { cidrBlock: '10.150.0.0/24', egressNetworkType: 'cloud' },
       });
       const range = await small.platform.reserveAddressRange(ctx, {
         customerId: 'pg',

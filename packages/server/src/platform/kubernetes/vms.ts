@@ -1,26 +1,32 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { PlatformContext, PlatformVm, VmCreation, VmResources } from '../platform.ts';
 import { type Driver, isDeleting, ownedBy, ownerLabels } from './driver.ts';
 import { KINDS, type KubeObject, kubeMessage, kubeStatus } from './kube.ts';
 import { orUnavailable } from './progress.ts';
+import { gibibytes, limitRangeProblem } from './resources.ts';
 
 /** On a VM Tenantry made: a digest of what was asked (a repeat of the same request is done, another is a conflict). */
 const REQUEST = 'tenantry.io/vm-request';
 const OS_NAME = 'tenantry.io/os-name';
 /** KubeVirt's limit on inline NoCloud user data. */
 export const CLOUD_INIT_MAX_BYTES = 2048;
+/** How long a new VM is watched for KubeVirt refusing its launcher pod before it counts as started. */
+export const VM_START_CHECK_MS = 3_000;
 
 /**
- * A VM from the console's form: a KubeVirt VirtualMachine whose root disk is a DataVolume imported from
- * the image's URL, sized as asked, booting with the image's firmware, machine type and features, and
- * its cloud-init as a NoCloud disk. The customer's quota and the project's cap are checked against the
- * VMs already there. The cluster's own quotas (ResourceQuota, HNC) admit pods and volumes, not the
- * VirtualMachine: what slips past this check (two creates at once) is stopped there, at the VM's start.
+ * A VM from the console's form, built as Kube-DC's own wizard builds one (skills/create-vm/vm-template.yaml
+ * in kube-dc-public): a VirtualMachine on the project's Multus `default` network through a bridge
+ * interface, the project's `authorized-keys-default` keys given to the image's user by the guest agent,
+ * and a root disk that is a DataVolume of its own (`<name>-disk`, imported from the image's URL, on
+ * TENANTRY_VM_STORAGE_CLASS), owned by the VM so it goes with it. CPU and memory are requested and
+ * limited as asked, checked first against the customer's quota, the project's cap and the plan's
+ * LimitRange (which admits the VM's launcher pod); a refusal KubeVirt reports in the first seconds
+ * (its launcher pod refused) is the answer too.
  */
 export function createVm(d: Driver, ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation> {
   return orUnavailable('create a VM', async (): Promise<VmCreation> => {
-    // KubeVirt's admission refuses inline cloud-init over 2,048 bytes (a Secret would hold more, and the
-    // driver holds no permission on Secrets): say so instead of letting the cluster answer a bare 422.
+    // KubeVirt's admission refuses inline cloud-init over 2,048 bytes: say so instead of a bare 422.
     const cloudInitBytes = Buffer.byteLength(vm.image.cloudInit ?? '');
     if (cloudInitBytes > CLOUD_INIT_MAX_BYTES)
       return {
@@ -33,21 +39,59 @@ export function createVm(d: Driver, ctx: PlatformContext, vm: PlatformVm): Promi
     if (existing) return sameRequest(existing, ctx, vm, request);
     const over = await overQuota(d, vm);
     if (over) return { state: 'refused', code: 'QUOTA_EXCEEDED', message: over };
+    const limited = limitRangeProblem(await d.kube.list(KINDS.limitRange, vm.namespace), { cpu: vm.vcpu, memoryGib: vm.memoryGib });
+    if (limited) return { state: 'refused', code: 'UPSTREAM_403', message: `The plan's limits refuse the VM: ${limited}` };
+    let created: KubeObject;
     try {
-      const { object, created } = await d.kube.createOrGet(manifest(ctx, vm, request));
-      return created ? { state: 'done' } : sameRequest(object, ctx, vm, request);
+      const made = await d.kube.createOrGet(manifest(ctx, vm, request));
+      if (!made.created) return sameRequest(made.object, ctx, vm, request);
+      created = made.object;
+      await d.kube.createIfAbsent(rootDisk(d, vm, created));
     } catch (error) {
-      const status = kubeStatus(error);
-      // Admission of a ResourceQuota or an HRQ: "exceeded quota".
-      if (status === 403 && /quota/i.test(kubeMessage(error))) {
-        return { state: 'refused', code: 'QUOTA_EXCEEDED', message: `The cluster refused the VM: ${kubeMessage(error)}`.slice(0, 500) };
-      }
-      if (status === 400 || status === 403 || status === 404 || status === 422) {
-        return { state: 'refused', code: `UPSTREAM_${status}`, message: `The cluster refused the VM: ${kubeMessage(error)}`.slice(0, 500) };
-      }
+      const refused = refusalOf(error);
+      if (refused) return refused;
       throw error;
     }
+    return startCheck(d, vm);
   });
+}
+
+function refusalOf(error: unknown): VmCreation | undefined {
+  const status = kubeStatus(error);
+  // Admission of a ResourceQuota or an HRQ: "exceeded quota".
+  if (status === 403 && /quota/i.test(kubeMessage(error)))
+    return { state: 'refused', code: 'QUOTA_EXCEEDED', message: `The cluster refused the VM: ${kubeMessage(error)}`.slice(0, 500) };
+  if (status === 400 || status === 403 || status === 404 || status === 422)
+    return { state: 'refused', code: `UPSTREAM_${status}`, message: `The cluster refused the VM: ${kubeMessage(error)}`.slice(0, 500) };
+  return undefined;
+}
+
+/**
+ * Waits a little for KubeVirt to start the VM or refuse its launcher pod (a `FailedCreate` on its
+ * `Synchronized` condition, or a `Failure` condition): a refused VM is taken away again, so the name
+ * is free for a corrected request, and answered with the platform's words.
+ */
+async function startCheck(d: Driver, vm: PlatformVm): Promise<VmCreation> {
+  const deadline = Date.now() + VM_START_CHECK_MS;
+  for (;;) {
+    const current = await d.kube.get(KINDS.vm, vm.name, vm.namespace);
+    const failure = current ? failureOf(current) : undefined;
+    if (failure) {
+      await d.kube.delete(KINDS.vm, vm.name, vm.namespace);
+      return { state: 'refused', code: 'UPSTREAM_403', message: `The cluster refused the VM: ${failure}`.slice(0, 500) };
+    }
+    if (!current || current.status?.created === true || Date.now() >= deadline) return { state: 'done' };
+    await sleep(250);
+  }
+}
+
+/** The message of a VM's failure as KubeVirt reports it, or undefined. */
+function failureOf(object: KubeObject): string | undefined {
+  const conditions = (object.status?.conditions as Array<Record<string, unknown>> | undefined) ?? [];
+  const failed =
+    conditions.find((c) => c.type === 'Failure' && c.status === 'True') ??
+    conditions.find((c) => c.type === 'Synchronized' && c.status === 'False' && c.reason === 'FailedCreate');
+  return failed ? String(failed.message ?? failed.reason ?? 'refused') : undefined;
 }
 
 function sameRequest(existing: KubeObject, ctx: PlatformContext, vm: PlatformVm, request: string): VmCreation {
@@ -68,42 +112,52 @@ function manifest(ctx: PlatformContext, vm: PlatformVm, request: string): KubeOb
   if (image.features.includes('apic')) features.apic = {};
   if (image.features.includes('smm')) features.smm = { enabled: true };
   if (image.features.includes('hyperv')) features.hyperv = { relaxed: {}, vapic: {}, spinlocks: { spinlocks: 8191 } };
-  const disks: Record<string, unknown>[] = [{ name: 'rootdisk', disk: { bus: 'virtio' }, bootOrder: 1 }];
-  const volumes: Record<string, unknown>[] = [{ name: 'rootdisk', dataVolume: { name: `${vm.name}-root` } }];
+  const disks: Record<string, unknown>[] = [{ name: 'root', disk: { bus: 'virtio' }, bootOrder: 1 }];
+  const volumes: Record<string, unknown>[] = [{ name: 'root', dataVolume: { name: diskName(vm) } }];
   if (image.cloudInit) {
-    disks.push({ name: 'cloudinitdisk', disk: { bus: 'virtio' } });
-    volumes.push({ name: 'cloudinitdisk', cloudInitNoCloud: { userData: image.cloudInit } });
+    disks.push({ name: 'cloudinit', disk: { bus: 'virtio' } });
+    volumes.push({ name: 'cloudinit', cloudInitNoCloud: { userData: image.cloudInit } });
   }
   const memory = `${vm.memoryGib}Gi`;
+  const labels = { 'app.kubernetes.io/name': vm.name };
   return {
     apiVersion: KINDS.vm.apiVersion,
     kind: KINDS.vm.kind,
     metadata: {
       name: vm.name,
       namespace: vm.namespace,
-      labels: ownerLabels(ctx, vm.customerId, vm.organization),
+      labels: { ...ownerLabels(ctx, vm.customerId, vm.organization), ...labels },
       annotations: { [REQUEST]: request, [OS_NAME]: image.osName },
     },
     spec: {
       runStrategy: 'Always',
-      dataVolumeTemplates: [
-        {
-          metadata: { name: `${vm.name}-root` },
-          spec: { source: { http: { url: image.url } }, storage: { resources: { requests: { storage: `${vm.storageGib}Gi` } } } },
-        },
-      ],
       template: {
-        metadata: { labels: { 'kubevirt.io/vm': vm.name } },
+        metadata: { labels },
         spec: {
+          accessCredentials: [
+            {
+              sshPublicKey: {
+                source: { secret: { secretName: 'authorized-keys-default' } },
+                propagationMethod: { qemuGuestAgent: { users: [image.cloudUser] } },
+              },
+            },
+          ],
           domain: {
             cpu: { cores: vm.vcpu },
             memory: { guest: memory },
-            resources: { requests: { cpu: String(vm.vcpu), memory } },
+            // Limits as well as requests: the plan's LimitRange would otherwise give the launcher pod its
+            // default limits, below what the VM asks, and the pod would be refused.
+            resources: { requests: { cpu: String(vm.vcpu), memory }, limits: { cpu: String(vm.vcpu), memory } },
             machine: { type: image.machineType },
             ...(image.firmware === 'efi' ? { firmware: { bootloader: { efi: { secureBoot: image.features.includes('smm') } } } } : {}),
             features,
-            devices: { disks, ...(image.features.includes('tpm') ? { tpm: {} } : {}) },
+            devices: {
+              disks,
+              interfaces: [{ name: 'default', bridge: {} }],
+              ...(image.features.includes('tpm') ? { tpm: {} } : {}),
+            },
           },
+          networks: [{ name: 'default', multus: { default: true, networkName: `${vm.namespace}/default` } }],
           volumes,
         },
       },
@@ -111,20 +165,52 @@ function manifest(ctx: PlatformContext, vm: PlatformVm, request: string): KubeOb
   };
 }
 
-/** Why the VM does not fit the customer's quota or its project's cap (counting the VMs that run), or undefined. */
+function diskName(vm: Pick<PlatformVm, 'name'>): string {
+  return `${vm.name}-disk`;
+}
+
+/** The VM's root disk, imported from the image, owned by the VM (deleting the VM deletes it). */
+function rootDisk(d: Driver, vm: PlatformVm, owner: KubeObject): KubeObject {
+  return {
+    apiVersion: KINDS.dataVolume.apiVersion,
+    kind: KINDS.dataVolume.kind,
+    metadata: {
+      name: diskName(vm),
+      namespace: vm.namespace,
+      labels: { ...owner.metadata.labels },
+      ownerReferences: [
+        { apiVersion: KINDS.vm.apiVersion, kind: KINDS.vm.kind, name: vm.name, uid: owner.metadata.uid ?? '', controller: false },
+      ],
+    },
+    spec: {
+      source: { http: { url: vm.image.url } },
+      pvc: {
+        accessModes: ['ReadWriteOnce'],
+        resources: { requests: { storage: `${vm.storageGib}Gi` } },
+        ...(d.config.vmStorageClass ? { storageClassName: d.config.vmStorageClass } : {}),
+      },
+    },
+  };
+}
+
+/** Why the VM does not fit the customer's quota or its project's cap (counting the VMs there and their disks), or undefined. */
 async function overQuota(d: Driver, vm: PlatformVm): Promise<string | undefined> {
   const customer: VmResources = { vcpu: 0, memory_gib: 0, storage_gib: 0 };
   const project: VmResources = { vcpu: 0, memory_gib: 0, storage_gib: 0 };
   for (const projectObject of await d.kube.list(KINDS.project, vm.organization)) {
     const namespace = String(projectObject.status?.namespace ?? `${vm.organization}-${projectObject.metadata.name}`);
+    const disks = await d.kube.list(KINDS.dataVolume, namespace);
+    const add = (key: keyof VmResources, amount: number) => {
+      customer[key] += amount;
+      if (namespace === vm.namespace) project[key] += amount;
+    };
     for (const existing of await d.kube.list(KINDS.vm, namespace)) {
       if (isDeleting(existing)) continue;
       const size = sizeOf(existing);
-      for (const key of ['vcpu', 'memory_gib', 'storage_gib'] as const) {
-        customer[key] += size[key];
-        if (namespace === vm.namespace) project[key] += size[key];
-      }
+      add('vcpu', size.vcpu);
+      add('memory_gib', size.memory_gib);
     }
+    for (const disk of disks) if (!isDeleting(disk)) add('storage_gib', diskGib(disk));
   }
   const asked: VmResources = { vcpu: vm.vcpu, memory_gib: vm.memoryGib, storage_gib: vm.storageGib };
   const units = { vcpu: 'vCPU', memory_gib: 'GiB of memory', storage_gib: 'GiB of storage' } as const;
@@ -139,33 +225,18 @@ async function overQuota(d: Driver, vm: PlatformVm): Promise<string | undefined>
   return undefined;
 }
 
-/** What a VM holds: its cores, its guest memory and its DataVolumes' storage (a VM without them counts 1 vCPU, 1 GiB). */
-function sizeOf(vm: KubeObject): VmResources {
-  const spec = (vm.spec ?? {}) as {
-    template?: { spec?: { domain?: { cpu?: { cores?: number }; memory?: { guest?: string } } } };
-    dataVolumeTemplates?: Array<{ spec?: { storage?: { resources?: { requests?: { storage?: string } } } } }>;
-  };
+/** What a VM holds of CPU and memory: its cores and guest memory (a VM without them counts 1 vCPU, 1 GiB). */
+function sizeOf(vm: KubeObject): Pick<VmResources, 'vcpu' | 'memory_gib'> {
+  const spec = (vm.spec ?? {}) as { template?: { spec?: { domain?: { cpu?: { cores?: number }; memory?: { guest?: string } } } } };
   const domain = spec.template?.spec?.domain ?? {};
-  const storage = (spec.dataVolumeTemplates ?? []).reduce(
-    (sum, dv) => sum + gibibytes(dv.spec?.storage?.resources?.requests?.storage ?? '0Gi'),
-    0,
-  );
-  return { vcpu: domain.cpu?.cores ?? 1, memory_gib: gibibytes(domain.memory?.guest ?? '1Gi'), storage_gib: storage };
+  return { vcpu: domain.cpu?.cores ?? 1, memory_gib: gibibytes(domain.memory?.guest ?? '1Gi') };
 }
 
-/** A Kubernetes quantity in GiB (Ki/Mi/Gi/Ti and their decimal forms; a bare number is bytes). */
-export function gibibytes(quantity: string): number {
-  const match = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(quantity.trim());
-  if (!match) return 0;
-  const scale: Record<string, number> = {
-    Ki: 2 ** 10,
-    Mi: 2 ** 20,
-    Gi: 2 ** 30,
-    Ti: 2 ** 40,
-    k: 1e3,
-    M: 1e6,
-    G: 1e9,
-    T: 1e12,
+/** A DataVolume's size, as `pvc` or `storage` asks it. */
+function diskGib(disk: KubeObject): number {
+  const spec = (disk.spec ?? {}) as {
+    pvc?: { resources?: { requests?: { storage?: string } } };
+    storage?: { resources?: { requests?: { storage?: string } } };
   };
-  return (Number(match[1]) * (scale[match[2] ?? ''] ?? 1)) / 2 ** 30;
+  return gibibytes(spec.pvc?.resources?.requests?.storage ?? spec.storage?.resources?.requests?.storage ?? '0');
 }
