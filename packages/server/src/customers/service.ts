@@ -40,7 +40,7 @@ export interface CustomerServiceDeps {
   provisioningMs: number;
   /**
    * A customer's suspension or deletion ends its users' console access: the deletes, built on `qc` (the
-   * database or the suspending or deleting transaction), each written only when `when` holds, if given (decision 254).
+   * database or the suspending or deleting transaction), each written only when `when` holds, if given.
    */
   revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string, when?: Expression<SqlBool>) => EndingParts;
 }
