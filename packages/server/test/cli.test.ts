@@ -59,7 +59,7 @@ if (target) {
         rate_limit_per_minute: 600,
         rate_limit_burst: 60,
       });
-      assert.deepEqual(created.defaults, { plan_id: 'gpu-small', grace_days: 2 });
+      assert.deepEqual(created.defaults, { plan_id: 'gpu-small', grace_days: 2, project: 'default' });
       assert.equal(created.allow_private_webhooks, true);
 
       const table = await cli('partners', 'list');

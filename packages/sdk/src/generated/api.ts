@@ -783,7 +783,7 @@ export interface CreateCustomerRequest {
    */
   plan_id?: string;
   /**
-   * Project name: a DNS label of 1 to 40 characters.
+   * The first project's name; default: the partner's default project (`defaults.project` in whoami, normally `default`).
    */
   project?: string;
 }
@@ -1140,6 +1140,10 @@ export interface Whoami {
   defaults: {
     plan_id: string;
     grace_days: number;
+    /**
+     * A new customer's first project when its create names none.
+     */
+    project: string;
   };
   token: {
     expires_at: string;

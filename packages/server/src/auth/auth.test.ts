@@ -83,7 +83,7 @@ for (const target of testDatabases()) {
         settings: {
           scopes: ['customers:read', 'usage:read'],
           limits: { max_customers: 7, rate_limit_per_minute: 300, rate_limit_burst: 50 },
-          defaults: { plan_id: 'gpu-small', grace_days: 3 },
+          defaults: { plan_id: 'gpu-small', grace_days: 3, project: 'default' },
         },
       });
       const result = await partnerApi<{ status: string; data: Record<string, unknown> }>(server, 'GET', '/auth/whoami', {
@@ -104,7 +104,7 @@ for (const target of testDatabases()) {
           rate_limit_burst: 50,
         },
         customer_count: 0,
-        defaults: { plan_id: 'gpu-small', grace_days: 3 },
+        defaults: { plan_id: 'gpu-small', grace_days: 3, project: 'default' },
         token: { expires_at: new Date((Math.floor(server.clock.nowMs() / 1000) + 900) * 1000).toISOString(), kid, mode: 'live' },
       });
       assert.equal(result.headers.get('x-ratelimit-limit'), '300');

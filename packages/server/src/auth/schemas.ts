@@ -38,7 +38,11 @@ export const Whoami = Type.Object(
       rate_limit_burst: Type.Integer(),
     }),
     customer_count: Type.Integer(),
-    defaults: Type.Object({ plan_id: Type.String(), grace_days: Type.Integer() }),
+    defaults: Type.Object({
+      plan_id: Type.String(),
+      grace_days: Type.Integer(),
+      project: Type.String({ description: "A new customer's first project when its create names none." }),
+    }),
     token: Type.Object({
       expires_at: Type.String({ format: 'date-time' }),
       kid: Type.String(),

@@ -229,7 +229,7 @@ export class AuthService {
       },
       // Each mode counts its own customers (CONTRACT §5: test data never mixes with live).
       customer_count: claims.mode === 'live' ? partner.customer_count : partner.test_customer_count,
-      defaults: { plan_id: partner.default_plan_id, grace_days: partner.grace_days },
+      defaults: { plan_id: partner.default_plan_id, grace_days: partner.grace_days, project: partner.default_project },
       token: { expires_at: claims.expiresAtIso, kid: claims.kid, mode: claims.mode },
     };
   }

@@ -16,6 +16,9 @@ interface PartnerFlags {
   defaultPlan?: string;
   graceDays?: string;
   customerPrefix?: string;
+  defaultProject?: string;
+  portalUrl?: string;
+  contactEmail?: string;
   json?: boolean;
   wait?: boolean;
 }
@@ -43,6 +46,9 @@ function settingsFlags(command: Command): Command {
     .option('--rate-limit <perMin/burst>', 'partner request rate, for example 120/40')
     .option('--default-plan <plan>', 'plan given to customers created without one')
     .option('--grace-days <n>', 'default grace period of a scheduled deletion')
+    .option('--default-project <name>', "a new customer's first project when its create names none (default: default)")
+    .option('--portal-url <https url>', "the partner's own portal, linked from the console; an empty value removes it")
+    .option('--contact-email <email>', 'who to write to about the partner; an empty value removes it')
     .option(
       '--customer-prefix <prefix>',
       "the partner's customers are <prefix>-<customer id> on the platform: at most 16 characters, overlapping no other partner's (default: the id, cut to 16)",
@@ -145,6 +151,9 @@ export function settingsBody(flags: PartnerFlags): Record<string, unknown> {
   }
   if (flags.defaultPlan !== undefined) defaults.plan_id = flags.defaultPlan;
   int('--grace-days', flags.graceDays, defaults, 'grace_days');
+  if (flags.defaultProject !== undefined) defaults.project = flags.defaultProject;
+  if (flags.portalUrl !== undefined) body.portal_url = flags.portalUrl === '' ? null : flags.portalUrl;
+  if (flags.contactEmail !== undefined) body.contact_email = flags.contactEmail === '' ? null : flags.contactEmail;
   if (Object.keys(limits).length > 0) body.limits = limits;
   if (Object.keys(defaults).length > 0) body.defaults = defaults;
   if (flags.allowPrivateWebhooks !== undefined) body.allow_private_webhooks = flags.allowPrivateWebhooks;

@@ -20,7 +20,7 @@ export interface ConsolePageView {
 
 /** The console: the customer, its projects, its VMs and the form that creates one. */
 export function consolePage(view: ConsolePageView): string {
-  const { customer, user, projects } = view.session;
+  const { customer, user, projects, partner } = view.session;
   const name = [user.first_name, user.last_name].filter(Boolean).join(' ') || user.username;
   const title = customer.display_name ?? customer.id;
   const vmCount = (namespace: string, project: string) =>
@@ -37,7 +37,7 @@ export function consolePage(view: ConsolePageView): string {
     : '';
   return layout(
     `${title}: Tenantry console`,
-    `<header class="bar"><span class="brand">Tenantry console</span>
+    `<header class="bar"><span class="brand">Tenantry console</span>${portalLink(partner)}
 <span class="who">Signed in as <strong>${escapeHtml(name)}</strong> <span class="muted">${escapeHtml(user.username)} · ${escapeHtml(user.email)} · ${escapeHtml(user.role)}</span></span></header>
 <main>
 <section class="intro"><h1>${escapeHtml(title)}</h1>
@@ -51,6 +51,12 @@ ${vmFormSection(view)}
 </main>`,
     { script: true },
   );
+}
+
+/** "Manage in <partner> portal", as Kube-DC's console shows a partner's `portalUrl`; nothing when it has none. */
+function portalLink(partner: { display_name: string; portal_url: string | null }): string {
+  if (!partner.portal_url) return '';
+  return ` <a class="portal" href="${escapeHtml(partner.portal_url)}" rel="noopener noreferrer">Manage in ${escapeHtml(partner.display_name)} portal</a>`;
 }
 
 export function consoleErrorPage(title: string, message: string): string {

@@ -35,6 +35,8 @@ export interface ConsoleSession {
   customer: CustomerRow;
   user: UserRow;
   projects: ProjectRow[];
+  /** The reseller: its name and its own portal, which the console links to, as Kube-DC's does. */
+  partner: { display_name: string; portal_url: string | null };
   /** Forms of this session post it back (against cross-site requests). */
   csrfToken: string;
 }
@@ -124,7 +126,13 @@ export class ConsoleService {
     ]);
     if (!user || user.customer_uid !== session.customer_uid) return undefined;
     if (customer?.status !== 'active' || partner?.status !== 'active') return undefined;
-    return { customer, user, projects: await projects.all(customer.uid), csrfToken: session.csrf_token };
+    return {
+      customer,
+      user,
+      projects: await projects.all(customer.uid),
+      partner: { display_name: partner.display_name, portal_url: partner.portal_url },
+      csrfToken: session.csrf_token,
+    };
   }
 
   /** True when a form's token is its session's (constant time). */

@@ -70,7 +70,8 @@ export class CustomerCreation {
 
   async create(tenant: Tenant, request: CreateCustomerRequest): Promise<CreatedCustomer> {
     const { db, partnerCache, onOperationOpened } = this.#deps;
-    const projectName = request.project ?? 'default';
+    // The first project: the one asked for, else the partner's default (Kube-DC's Partner `defaults.projectName`).
+    const projectName = request.project ?? tenant.partner.default_project;
     // The platform names: the organization is `<partner prefix>-<id>`, its project namespaces `<organization>-<project>`.
     const organization = `${tenant.partner.customer_prefix}-${request.id}`;
     const namespace = `${organization}-${projectName}`;
@@ -289,7 +290,7 @@ function assertIdAndNamesFree(create: PendingCreate, taken: Taken, partnerId: st
   if (taken.namespaces.has(namespace)) {
     throw new ApiError(
       'ALREADY_EXISTS',
-      `The namespace of project ${request.project ?? 'default'} of customer ${request.id} is already taken.`,
+      `The namespace of project ${create.rows.project.name} of customer ${request.id} is already taken.`,
       {
         details: { field, value },
       },

@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { Operation } from '../operations/schemas.ts';
-import { CustomerId, Email, PlanId, ProjectName, Username } from '../platform/names.ts';
+import { CustomerId, DNS_LABEL, Email, PlanId, Username } from '../platform/names.ts';
 import { Project } from '../projects/schemas.ts';
 import type { CustomersTable } from './tables.ts';
 
@@ -91,7 +91,12 @@ export const CreateCustomerRequest = Type.Object(
       { additionalProperties: false },
     ),
     plan_id: Type.Optional(PlanId),
-    project: Type.Optional(ProjectName),
+    project: Type.Optional(
+      Type.String({
+        pattern: DNS_LABEL,
+        description: "The first project's name; default: the partner's default project (`defaults.project` in whoami, normally `default`).",
+      }),
+    ),
   },
   { title: 'CreateCustomerRequest', additionalProperties: false },
 );

@@ -52,7 +52,7 @@ for (const target of testDatabases()) {
         rate_limit_per_minute: 60,
         rate_limit_burst: 10,
       });
-      assert.deepEqual(partner.defaults, { plan_id: 'standard', grace_days: 1 });
+      assert.deepEqual(partner.defaults, { plan_id: 'standard', grace_days: 1, project: 'default' });
       assert.equal(partner.allow_private_webhooks, true);
       const again = await operatorApi(server, 'POST', '/partners', { body: { id: 'op-create', display_name: 'Again' } });
       assertError(again, 409, 'ALREADY_EXISTS');

@@ -42,6 +42,14 @@ export const partnerMigrations: Record<string, Migration> = {
       await sql`alter table partners add constraint partners_customer_prefix_key unique (customer_prefix)`.execute(db);
     },
   },
+  '0042_partners_portal_contact_project': {
+    async up(db: Kysely<unknown>) {
+      // Kube-DC's Partner portalUrl, contactEmail and defaults.projectName, for partners set by the operator or a resource.
+      await sql`alter table partners add column portal_url text`.execute(db);
+      await sql`alter table partners add column contact_email text`.execute(db);
+      await sql`alter table partners add column default_project text not null default 'default'`.execute(db);
+    },
+  },
   '0026_partners_managed_by': {
     async up(db: Kysely<unknown>) {
       // `<namespace>/<name>` of the Kube-DC Partner resource that manages the partner (tenantry serve --watch-partners).

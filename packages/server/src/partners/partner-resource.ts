@@ -23,6 +23,14 @@ export interface ManagedPartner {
   capacity: { pool?: Partial<Amounts>; per_customer_max?: Partial<Amounts> };
   /** spec.customerIdPrefix: the partner's customers are `<prefix>-<customer id>` on the platform. */
   customer_prefix: string | undefined;
+  /** spec.portalUrl: the console links the partner's customers to it; null when the resource names none. */
+  portal_url: string | null;
+  /** spec.contactEmail, or null. */
+  contact_email: string | null;
+  /** spec.defaults.projectName (Kube-DC's default: `default`). */
+  default_project: string;
+  /** What the resource says that Tenantry does not enforce, for the resource's status. */
+  ignored: string[];
   generation: number;
 }
 
@@ -119,6 +127,9 @@ export function fromResource(object: { metadata?: { name?: string; namespace?: s
   const perCustomer = amounts(limits.perCustomerMax, 'spec.limits.perCustomerMax', problems);
   if (pool) capacity.pool = pool;
   if (perCustomer) capacity.per_customer_max = perCustomer;
+  const projectName = typeof defaults.projectName === 'string' ? defaults.projectName : 'default';
+  if (!/^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/.test(projectName))
+    problems.push(`spec.defaults.projectName "${projectName}" is not a project name (a DNS label of at most 40 characters)`);
   if (problems.length > 0) return { partner: undefined, problems };
   return {
     partner: {
@@ -139,8 +150,35 @@ export function fromResource(object: { metadata?: { name?: string; namespace?: s
       gpu_profiles: Array.isArray(limits.allowedGpuProfiles) ? limits.allowedGpuProfiles.map(String) : [],
       capacity,
       customer_prefix: typeof spec.customerIdPrefix === 'string' && spec.customerIdPrefix ? spec.customerIdPrefix : undefined,
+      portal_url: typeof spec.portalUrl === 'string' && spec.portalUrl ? spec.portalUrl : null,
+      contact_email: typeof spec.contactEmail === 'string' && spec.contactEmail ? spec.contactEmail : null,
+      default_project: projectName,
+      ignored: notEnforced(spec),
       generation: object.metadata?.generation ?? 0,
     },
     problems,
   };
+}
+
+/** Capacity dimensions of Kube-DC's Partner that Tenantry's pools do not have. */
+const DIMENSIONS_NOT_ENFORCED = ['pods', 'publicIPs', 'loadBalancers', 'objectStorage'] as const;
+/** Parts of a fractional GPU grant Tenantry does not count: it grants whole devices (or shares, when no devices are given). */
+const GPU_PARTS_NOT_ENFORCED = ['memoryMiB', 'corePercent'] as const;
+
+/**
+ * The fields a Partner resource sets that Tenantry does not enforce, named as in the resource, so its
+ * status can say so rather than let them look applied: capacity dimensions Tenantry's pools lack,
+ * fractional GPU parts, and the egress type (Tenantry's projects take TENANTRY_EGRESS_NETWORK_TYPE).
+ */
+function notEnforced(spec: Spec): string[] {
+  const limits = (spec.limits ?? {}) as Spec;
+  const out: string[] = [];
+  for (const block of ['capacity', 'perCustomerMax'] as const) {
+    const given = (limits[block] ?? {}) as Spec;
+    for (const dimension of DIMENSIONS_NOT_ENFORCED) if (given[dimension] !== undefined) out.push(`spec.limits.${block}.${dimension}`);
+    for (const [profile, grant] of Object.entries((given.gpu ?? {}) as Record<string, Spec>))
+      for (const part of GPU_PARTS_NOT_ENFORCED) if (grant?.[part] !== undefined) out.push(`spec.limits.${block}.gpu.${profile}.${part}`);
+  }
+  if ((spec.defaults as Spec | undefined)?.egressNetworkType !== undefined) out.push('spec.defaults.egressNetworkType');
+  return out;
 }

@@ -91,6 +91,52 @@ for (const target of testDatabases()) {
       assert.equal((status.conditions as Array<{ reason: string }>)[0]?.reason, 'Applied');
     });
 
+    test("Kube-DC's portalUrl, contactEmail and defaults.projectName are read; what Tenantry does not enforce is named in the status", async () => {
+      kube.create({
+        apiVersion: PARTNER[0],
+        kind: PARTNER[1],
+        metadata: { name: 'portal-cloud', namespace: 'partners' },
+        spec: {
+          displayName: 'Portal Cloud',
+          portalUrl: 'https://portal.example.com/customers',
+          contactEmail: 'ops@portal.example.com',
+          defaults: { projectName: 'main', egressNetworkType: 'cloud' },
+          limits: {
+            capacity: { cpu: '64', pods: 500, publicIPs: 4, gpu: { 'a100-40gb': { shares: 4, memoryMiB: 20480 } } },
+          },
+        },
+      });
+      const applied = await until(
+        () => partner('portal-cloud'),
+        (p) => p?.managed_by === 'partners/portal-cloud',
+        'the partner',
+      );
+      assert.deepEqual(
+        [applied.portal_url, applied.contact_email, (applied.defaults as Record<string, unknown>).project],
+        ['https://portal.example.com/customers', 'ops@portal.example.com', 'main'],
+      );
+      const status = await until(
+        async () => resource('portal-cloud').status as { ready?: boolean; conditions?: { message: string }[] } | undefined,
+        (st) => st?.ready === true,
+        'the status',
+      );
+      const message = status?.conditions?.[0]?.message ?? '';
+      for (const field of [
+        'spec.limits.capacity.pods',
+        'spec.limits.capacity.publicIPs',
+        'spec.limits.capacity.gpu.a100-40gb.memoryMiB',
+        'spec.defaults.egressNetworkType',
+      ])
+        assert.ok(message.includes(field), `the status names ${field}: ${message}`);
+      // Managed here: the operator API refuses them.
+      const refused = assertError(
+        await operatorApi(server, 'PATCH', '/partners/portal-cloud', { body: { portal_url: null } }),
+        409,
+        'CONFLICT',
+      );
+      assert.deepEqual(refused.details?.fields, ['portal_url']);
+    });
+
     test('the operator API refuses managed fields with 409 and says where to change them; keys and unmanaged fields stay here', async () => {
       const refused = await operatorApi(server, 'PATCH', '/partners/acme-cloud', {
         body: { display_name: 'Other', limits: { max_customers: 1 } },

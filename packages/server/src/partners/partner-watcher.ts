@@ -121,7 +121,10 @@ export class PartnerWatcher {
       await this.#status(object, {
         ready: true,
         reason: 'Applied',
-        message: `partner ${partner.id} matches the spec`,
+        message:
+          partner.ignored.length === 0
+            ? `partner ${partner.id} matches the spec`
+            : `partner ${partner.id} matches the spec; Tenantry does not enforce ${partner.ignored.join(', ')}`,
         customerCount: applied.customer_count,
       });
     } catch (error) {

@@ -1,5 +1,6 @@
 import { type Static, Type } from 'typebox';
 import { SCOPES } from '../auth/scopes.ts';
+import { DNS_LABEL } from '../platform/names.ts';
 
 const PARTNER_ID_PATTERN = '^[a-z][a-z0-9-]{1,30}[a-z0-9]$';
 
@@ -29,9 +30,21 @@ export const PartnerDefaults = Type.Object(
   {
     plan_id: Type.String({ minLength: 1, maxLength: 63 }),
     grace_days: Type.Integer({ minimum: 0, maximum: 365 }),
+    project: Type.String({
+      pattern: DNS_LABEL,
+      description: "A new customer's first project when its create names none (Kube-DC's Partner `defaults.projectName`).",
+    }),
   },
   { additionalProperties: false },
 );
+
+/** Kube-DC's Partner `portalUrl`: https, a host, no credentials. */
+const PortalUrl = Type.Union([Type.String({ maxLength: 2048, pattern: '^https://[^/?#@\\s]+([/?#]\\S*)?$' }), Type.Null()], {
+  description: "The partner's own portal: the console shows customers a link to it (Kube-DC's Partner `portalUrl`). null: none.",
+});
+const ContactEmail = Type.Union([Type.String({ format: 'email', minLength: 5, maxLength: 256 }), Type.Null()], {
+  description: "Who to write to about the partner (Kube-DC's Partner `contactEmail`). null: none.",
+});
 
 /** Kube-DC's Partner `customerIdPrefix` is at most 16 characters; by default the partner's name cut to 16. */
 export const CUSTOMER_PREFIX_MAX = 16;
@@ -48,6 +61,8 @@ export const Partner = Type.Object({
   id: Type.String(),
   display_name: Type.String(),
   customer_prefix: Type.String(),
+  portal_url: Type.Union([Type.String(), Type.Null()]),
+  contact_email: Type.Union([Type.String(), Type.Null()]),
   status: Type.Union([Type.Literal('provisioning'), Type.Literal('active'), Type.Literal('suspended')]),
   scopes: Type.Array(Type.String()),
   limits: PartnerLimits,
@@ -75,6 +90,8 @@ export const CreatePartnerRequest = Type.Object(
     defaults: Type.Optional(Type.Partial(PartnerDefaults, { additionalProperties: false })),
     allow_private_webhooks: Type.Optional(Type.Boolean()),
     customer_prefix: Type.Optional(CustomerPrefix),
+    portal_url: Type.Optional(PortalUrl),
+    contact_email: Type.Optional(ContactEmail),
   },
   { additionalProperties: false },
 );
@@ -88,6 +105,8 @@ export const UpdatePartnerRequest = Type.Object(
     defaults: Type.Optional(Type.Partial(PartnerDefaults, { additionalProperties: false })),
     allow_private_webhooks: Type.Optional(Type.Boolean()),
     customer_prefix: Type.Optional(CustomerPrefix),
+    portal_url: Type.Optional(PortalUrl),
+    contact_email: Type.Optional(ContactEmail),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -103,5 +122,5 @@ export const PARTNER_DEFAULTS = {
     rate_limit_per_minute: 120,
     rate_limit_burst: 40,
   },
-  defaults: { plan_id: 'standard', grace_days: 14 },
+  defaults: { plan_id: 'standard', grace_days: 14, project: 'default' },
 } as const;

@@ -37,6 +37,8 @@ export function toPartner(row: PartnerRow, nowMs: number): Partner {
     id: row.id,
     display_name: row.display_name,
     customer_prefix: row.customer_prefix,
+    portal_url: row.portal_url,
+    contact_email: row.contact_email,
     status: partnerStatus(row, nowMs),
     scopes: row.scopes,
     limits: {
@@ -47,7 +49,7 @@ export function toPartner(row: PartnerRow, nowMs: number): Partner {
       rate_limit_per_minute: row.rate_limit_per_minute,
       rate_limit_burst: row.rate_limit_burst,
     },
-    defaults: { plan_id: row.default_plan_id, grace_days: row.grace_days },
+    defaults: { plan_id: row.default_plan_id, grace_days: row.grace_days, project: row.default_project },
     allow_private_webhooks: row.allow_private_webhooks,
     customer_count: row.customer_count,
     managed_by: row.managed_by,
@@ -57,7 +59,10 @@ export function toPartner(row: PartnerRow, nowMs: number): Partner {
   };
 }
 
-type Settings = Pick<UpdatePartnerRequest, 'scopes' | 'limits' | 'defaults' | 'allow_private_webhooks' | 'customer_prefix'>;
+type Settings = Pick<
+  UpdatePartnerRequest,
+  'scopes' | 'limits' | 'defaults' | 'allow_private_webhooks' | 'customer_prefix' | 'portal_url' | 'contact_email'
+>;
 
 /** Column values for the settings a request names; the rest stay as they are. */
 function settingsColumns(settings: Settings): Partial<PartnerRow> {
@@ -72,6 +77,9 @@ function settingsColumns(settings: Settings): Partial<PartnerRow> {
   if (limits?.rate_limit_burst !== undefined) out.rate_limit_burst = limits.rate_limit_burst;
   if (defaults?.plan_id !== undefined) out.default_plan_id = defaults.plan_id;
   if (defaults?.grace_days !== undefined) out.grace_days = defaults.grace_days;
+  if (defaults?.project !== undefined) out.default_project = defaults.project;
+  if (settings.portal_url !== undefined) out.portal_url = settings.portal_url;
+  if (settings.contact_email !== undefined) out.contact_email = settings.contact_email;
   if (settings.allow_private_webhooks !== undefined) out.allow_private_webhooks = settings.allow_private_webhooks;
   if (settings.customer_prefix !== undefined) out.customer_prefix = settings.customer_prefix;
   return out;
@@ -103,6 +111,9 @@ export class PartnerService {
       default_plan_id: d.defaults.plan_id,
       grace_days: d.defaults.grace_days,
       customer_prefix: defaultCustomerPrefix(request.id),
+      portal_url: null,
+      contact_email: null,
+      default_project: d.defaults.project,
       customer_count: 0,
       managed_by: null,
       test_customer_count: 0,
@@ -194,6 +205,9 @@ export class PartnerService {
       managed_by: desired.source,
       ...(desired.plan_id !== undefined ? { default_plan_id: desired.plan_id } : {}),
       ...(desired.customer_prefix !== undefined ? { customer_prefix: desired.customer_prefix } : {}),
+      portal_url: desired.portal_url,
+      contact_email: desired.contact_email,
+      default_project: desired.default_project,
     };
     const existing = await findPartner(this.#deps.db, desired.id);
     if (!existing) {
@@ -293,7 +307,10 @@ function managedFieldsOf(request: UpdatePartnerRequest): string[] {
   ] as const)
     if (request.limits?.[key] !== undefined) fields.push(`limits.${key}`);
   if (request.defaults?.plan_id !== undefined) fields.push('defaults.plan_id');
+  if (request.defaults?.project !== undefined) fields.push('defaults.project');
   if (request.customer_prefix !== undefined) fields.push('customer_prefix');
+  if (request.portal_url !== undefined) fields.push('portal_url');
+  if (request.contact_email !== undefined) fields.push('contact_email');
   return fields;
 }
 

@@ -20,6 +20,12 @@ export interface PartnersTable {
   grace_days: number;
   /** Kube-DC's customer id prefix: the partner's customers are `<prefix>-<customer id>` on the platform. */
   customer_prefix: string;
+  /** The partner's own portal (Kube-DC's Partner `portalUrl`): the console links its customers there. */
+  portal_url: string | null;
+  /** Who to write to about the partner (Kube-DC's Partner `contactEmail`): the operator's record. */
+  contact_email: string | null;
+  /** A new customer's first project when the create names none (Kube-DC's Partner `defaults.projectName`). */
+  default_project: Generated<string>;
   /** Live customers; test-mode customers are counted apart (CONTRACT §5: never mixed). */
   customer_count: Generated<number>;
   test_customer_count: Generated<number>;
