@@ -125,8 +125,11 @@ describe('kubectl against the Kubernetes API double', () => {
   test('wait --for=jsonpath and --for=condition, as the status moves', async () => {
     const jsonpath = kubectl('wait', '--for=jsonpath={.spec.cidrBlock}=10.0.1.0/24', 'project/web', '--timeout=20s');
     assert.equal((await jsonpath).stdout, 'project.kube-dc.com/web condition met\n');
+    const watches = () => kube.requests((r) => r.verb === 'watch' && r.resource === 'organizations').length;
+    const before = watches();
     const ready = kubectl('wait', '--for=condition=Ready', 'organization/acme', '--timeout=20s');
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // kubectl is watching the Organization: the condition set now is one it must see arrive.
+    while (watches() === before) await new Promise((resolve) => setTimeout(resolve, 10));
     // kubectl takes a condition only for the generation it was observed at.
     const generation = kube.get(...ORG, 'acme', 'acme').metadata.generation ?? 1;
     kube.patch(

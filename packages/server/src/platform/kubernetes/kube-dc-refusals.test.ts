@@ -168,8 +168,11 @@ describe("kubernetes platform: Kube-DC's refusals", () => {
     if (!kube || !fx.controller) return;
     fx.controller.resume();
     kube.faults.delay(200, { count: 1, match: (r) => r.verb === 'create' && r.resource === 'virtualmachines' });
+    const creates = () => kube.requests((r) => r.verb === 'create' && r.resource === 'virtualmachines').length;
+    const before = creates();
     const pending = fx.platform.createVm(ctx, vm(org, project.namespace, 'late', 4));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // The driver has checked the LimitRange and its create is held on the wire: the plan tightens now.
+    while (creates() === before) await new Promise((resolve) => setImmediate(resolve));
     kube.patch('v1', 'LimitRange', 'default-resource-limits', project.namespace, {
       spec: { limits: [{ type: 'Container', max: { cpu: '4', memory: '2Gi' } }] },
     });
