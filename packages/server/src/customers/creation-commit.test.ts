@@ -3,7 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { createCustomer, eventsOf, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
-import { type FinalOutcome, OperationEngine, type OperationHandler } from '../operations/engine.ts';
+import { OperationEngine } from '../operations/engine.ts';
+import type { FinalOutcome, OperationHandler } from '../operations/handler.ts';
 import { expediteCustomerOperations } from '../operations/store.ts';
 import { registerCustomerSteps } from './steps.ts';
 

@@ -5,7 +5,8 @@ import { startTestServer, type TestServer, testDatabases } from '../../test/harn
 import { createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
 import { newEvent } from '../events/store.ts';
 import { systemClock } from '../infra/clock.ts';
-import { OperationEngine, type OperationHandler, type StepOutcome } from './engine.ts';
+import { OperationEngine } from './engine.ts';
+import type { OperationHandler, StepOutcome } from './handler.ts';
 import { expediteCustomerOperations } from './store.ts';
 
 /**
@@ -227,7 +228,7 @@ for (const target of testDatabases()) {
       assert.equal(row.display_name, null, 'nor what its finish wrote');
     });
 
-    test('when the same process claims an operation again while a stale look of it runs, only the new look records (decision 264)', async () => {
+    test('when the same process claims an operation again while a stale look of it runs, only the new look records', async () => {
       // A deletion takes the lease back mid-look and the same process (another of its workers, or a
       // pass the test clock asks for) claims the operation at once. The stale look answers first, "not
       // before an hour from now"; the new one then fails the creation. The stale answer is not

@@ -1,26 +1,24 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
-import type { NewEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
-import { type FailureCode, failureMessage } from '../platform/failures.ts';
-import { type PlatformContext, PlatformUnavailableError, type Progress } from '../platform/platform.ts';
+import { failureMessage } from '../platform/failures.ts';
+import { type PlatformContext, PlatformUnavailableError } from '../platform/platform.ts';
 import {
   claimDueOperations,
   type DueOperation,
   finishOperation,
   hasLeasedDueOperations,
   isOutcomeNotWhole,
-  type OperationRow,
-  type OutcomeValues,
   outcomeValues,
   releaseAllLeases,
   releaseLeases,
   renewLeases,
   scheduleNextLook,
-} from './store.ts';
+} from './claims.ts';
+import type { FinalOutcome, OperationHandler, StepOutcome, Sweep } from './handler.ts';
 import type { OperationType } from './tables.ts';
 
 /** partner-api.md, States rule 5: provisioning unfinished after 15 minutes fails with PROVISIONING_TIMEOUT. */
@@ -45,61 +43,6 @@ const BACKOFF_BASE_MS = 1_000;
 const BACKOFF_MAX_MS = 5 * 60_000;
 /** A look that could not move is logged the first time and then at these counts, not at every retry. */
 const LOG_AT = new Set([1, 5, 20, 100]);
-
-/**
- * What provisioning learned from the platform in a look that finished, for the resource's commit to
- * write with its outcome rather than in a statement of its own (decision 260): a project's address range.
- */
-export interface Learned {
-  cidr?: string;
-}
-
-/** A look that finished, with what it learned. */
-export type Done = { state: 'done'; learned?: Learned };
-
-/** What one look at an operation found. */
-export type StepOutcome = Progress | Done;
-export type FinalOutcome = Done | { state: 'failed'; code: FailureCode; message: string };
-
-/**
- * One kind of operation, as its module implements it. The engine calls `advance` with no
- * transaction open (it may call the platform, which may take seconds); then, for a finished outcome,
- * it opens one short transaction, lets `lock` take the module's locks (in the order partner,
- * customer, project) and `finish` apply the outcome to the resources; the outcome and its event are
- * then written in one statement, only while the operation's lease is still this process's (otherwise
- * the transaction rolls back).
- */
-export interface OperationHandler<Locked = unknown> {
-  advance(op: OperationRow, ctx: PlatformContext): Promise<StepOutcome>;
-  lock(trx: Db, op: OperationRow): Promise<Locked>;
-  /** Applies the outcome; answers the outcome to record and the event that announces it. */
-  finish(trx: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, locked: Locked): Promise<Finished>;
-  /** After the outcome committed (caches that must not see the state before it). */
-  committed?(op: OperationRow, outcome: FinalOutcome): void;
-  /**
-   * Optional, for an operation that runs in bulk (a partner's burst of creations): records the outcome, the
-   * changes `finish` would make and its event in one statement with no transaction around it (its own,
-   * one round trip instead of four; decision 240), for the common case only. Answers true when it
-   * recorded the outcome as given; false when the case is not the common one and it wrote nothing (the
-   * engine then runs `lock` and `finish` in a transaction, which decide). The statement writes the
-   * outcome with `outcomeUpdate(recording)` (only while the look's claim holds the lease) and guards
-   * the whole with `outcomeWhole`, so that a lost lease, or a row no longer as expected, writes nothing
-   * either.
-   */
-  finishAlone?(db: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, recording: OutcomeValues): Promise<boolean>;
-}
-
-/**
- * What a handler's `finish` answers: the outcome to record (a success the resource no longer allows
- * becomes a failure), and the event announcing it, if any, written with the outcome in one statement.
- */
-export interface Finished {
-  outcome: FinalOutcome;
-  event?: NewEvent;
-}
-
-/** Background work the engine's pass runs besides operations (a grace period ending, a user left half-made). */
-export type Sweep = (scope: { partner?: { id: string; mode: KeyMode } }) => Promise<number>;
 
 export interface OperationEngineDeps {
   db: Db;
@@ -128,15 +71,15 @@ export interface OperationEngineDeps {
  * operation with no transaction open, commits its outcome in one short transaction guarded by the
  * lease (or, for a handler with `finishAlone`, in one guarded statement in the common case), and takes
  * the next. The loop claims again whenever a worker is free, so a slow look holds one worker, never
- * the others (decision 262). A look repeated after a crash or a lost lease is harmless: every
+ * the others. A look repeated after a crash or a lost lease is harmless: every
  * platform call is idempotent, and an outcome commits only under its lease, which is its claim's own
- * (decision 264). A partner's read never does this work; it only wakes the engine.
+ *. A partner's read never does this work; it only wakes the engine.
  */
 export class OperationEngine {
   readonly #deps: OperationEngineDeps;
   readonly #handlers = new Map<OperationType, OperationHandler>();
   readonly #sweeps: Sweep[] = [];
-  /** This process's name in the leases it takes: each claim's lease is this name and the claim's number (decision 264). */
+  /** This process's name in the leases it takes: each claim's lease is this name and the claim's number. */
   readonly #owner = `engine-${randomBytes(6).toString('hex')}`;
   #claims = 0;
   readonly #poller: Poller;
@@ -425,7 +368,7 @@ export class OperationEngine {
       .execute(async (trx) => {
         const locked = await handler.lock(trx, op);
         const { outcome: final, event } = await handler.finish(trx, op, outcome, ctx, locked);
-        // Written only while this look's claim still holds the lease (decisions 223, 264): if another
+        // Written only while this look's claim still holds the lease: if another
         // claim took the operation over (ours ran out, or a deletion took the lease back and a process,
         // this one or another, claimed it again), that look decides, and everything this transaction
         // wrote goes back with the error.
@@ -443,14 +386,3 @@ export class OperationEngine {
 class LeaseLost extends Error {}
 
 const isFirstOrMilestone = (op: { failed_looks: number }) => LOG_AT.has(op.failed_looks + 1) || (op.failed_looks + 1) % 500 === 0;
-
-/** The step outcome of a sequence of platform calls: the first that is not done, or done. */
-export async function inOrder(...steps: (() => Promise<Progress>)[]): Promise<Progress> {
-  for (const step of steps) {
-    const progress = await step();
-    if (progress.state !== 'done') return progress;
-  }
-  return { state: 'done' };
-}
-
-export const fail = (code: FailureCode, message = failureMessage(code)): FinalOutcome => ({ state: 'failed', code, message });

@@ -44,7 +44,7 @@ export const operationMigrations: Record<string, Migration> = {
   },
   '0037_operations_outcome_whole': {
     async up(db: Kysely<unknown>) {
-      // The guard of an outcome recorded in one statement with what it announces (decision 240): true,
+      // The guard of an outcome recorded in one statement with what it announces: true,
       // or the statement fails (SQLSTATE TN001) and nothing it wrote stays. Volatile (the default), so
       // PostgreSQL never evaluates it at planning, only for the row that reaches it.
       await sql`

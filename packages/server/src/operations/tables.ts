@@ -23,7 +23,7 @@ export interface OperationsTable {
   due_at: Date;
   /**
    * The claim working on it until `lease_until` (server clock): the process's engine name and the
-   * claim's number (decision 264); a killed process's lease runs out.
+   * claim's number; a killed process's lease runs out.
    */
   lease_owner: string | null;
   lease_until: Date | null;

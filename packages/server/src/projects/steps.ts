@@ -1,7 +1,8 @@
 import type { Db } from '../app/database.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomerByUid, markQuotaToReapply } from '../customers/store.ts';
 import { newEvent } from '../events/store.ts';
-import { type FinalOutcome, fail, type OperationEngine } from '../operations/engine.ts';
+import type { OperationEngine } from '../operations/engine.ts';
+import { type FinalOutcome, fail } from '../operations/handler.ts';
 import type { OperationRow } from '../operations/store.ts';
 import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
 import { type Project, toProject } from './schemas.ts';

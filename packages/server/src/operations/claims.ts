@@ -1,0 +1,225 @@
+import { type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
+import type { Database, Db } from '../app/database.ts';
+import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
+import { precompile } from '../infra/db/precompiled.ts';
+import type { KeyMode } from '../infra/mode.ts';
+import type { FailureCode } from '../platform/failures.ts';
+import { OPEN_STATUSES, OPERATION_STATUS } from './status.ts';
+import type { OperationRow } from './store.ts';
+
+/*
+ * The engine's side of the operations table: claims of due operations under a lease, their renewal and
+ * release, and the outcome each look records while its claim still holds the lease. The records
+ * themselves (creation, reads, lists) are in store.ts.
+ */
+
+/**
+ * An open operation claimed to be looked at, with what the engine needs: its partner's test clock
+ * offset (read-only), and the lease of the claim (`lease_owner`), which every write of the look's
+ * outcome must still find.
+ */
+export type DueOperation = OperationRow & { test_clock_offset_ms: number; lease_owner: string };
+
+/**
+ * Claims up to `limit` operations that are due on their mode's clock and leased by nobody (or by a
+ * process whose lease ran out): one statement, no transaction. `lease` names this claim, never an
+ * earlier one: a look in flight whose lease a deletion took back finds, when it comes
+ * to record, the lease of whichever claim came after it, even one made by its own process. `partner`
+ * restricts the claim to one partner and mode (the test clock's catch-up).
+ */
+export async function claimDueOperations(
+  db: Db,
+  claim: { lease: string; now: Date; leaseUntil: Date; limit: number; partner?: { id: string; mode: KeyMode } },
+): Promise<DueOperation[]> {
+  const { lease, now, leaseUntil, limit, partner } = claim;
+  const result = await sql<DueOperation>`
+    with due as (
+      select o.id from operations o join partners p on p.id = o.partner_id
+      where o.status in ('pending', 'running')
+        and o.due_at <= ${now}::timestamptz + (case when o.mode = 'test' then p.test_clock_offset_ms else 0 end) * interval '1 millisecond'
+        and (o.lease_until is null or o.lease_until <= ${now})
+        ${partner ? sql`and o.partner_id = ${partner.id} and o.mode = ${partner.mode}` : sql``}
+      order by o.due_at
+      limit ${limit}
+      for update of o skip locked)
+    update operations o set lease_owner = ${lease}, lease_until = ${leaseUntil}
+    from due, partners p
+    where o.id = due.id and p.id = o.partner_id
+    returning o.*, p.test_clock_offset_ms::bigint as test_clock_offset_ms`.execute(db);
+  return result.rows.map((row) => ({ ...row, test_clock_offset_ms: Number(row.test_clock_offset_ms) }));
+}
+
+/** Whether a partner's mode still has due operations that some process holds (the catch-up waits for them). */
+export async function hasLeasedDueOperations(db: Db, partner: { id: string; mode: KeyMode }, modeNow: Date, now: Date): Promise<boolean> {
+  const row = await db
+    .selectFrom('operations')
+    .select('id')
+    .where('partner_id', '=', partner.id)
+    .where('mode', '=', partner.mode)
+    .where('status', 'in', OPEN_STATUSES)
+    .where('due_at', '<=', modeNow)
+    .where('lease_until', '>', now)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** A claimed operation and the lease its claim holds. */
+type Claimed = Pick<DueOperation, 'id' | 'lease_owner'>;
+const claimIds = (claimed: Claimed[]) => claimed.map((op) => op.id);
+const claimLeases = (claimed: Claimed[]) => [...new Set(claimed.map((op) => op.lease_owner))];
+
+/**
+ * Extends the leases of claims still held, matched by operation and lease: an operation a later claim
+ * took over is renewed only when that claim is among them.
+ */
+export async function renewLeases(db: Db, claimed: Claimed[], until: Date): Promise<void> {
+  await db
+    .updateTable('operations')
+    .set({ lease_until: until })
+    .where('id', 'in', claimIds(claimed))
+    .where('lease_owner', 'in', claimLeases(claimed))
+    .execute();
+}
+
+/** Gives back the leases of claims that will not be looked at (the process is stopping). */
+export async function releaseLeases(db: Db, claimed: Claimed[]): Promise<void> {
+  await db
+    .updateTable('operations')
+    .set({ lease_owner: null, lease_until: null })
+    .where('id', 'in', claimIds(claimed))
+    .where('lease_owner', 'in', claimLeases(claimed))
+    .execute();
+}
+
+/**
+ * Gives back every lease (a process that alone opens the database starts: whoever held them is gone).
+ * Answers how many there were.
+ */
+export async function releaseAllLeases(db: Db): Promise<number> {
+  const result = await db
+    .updateTable('operations')
+    .set({ lease_owner: null, lease_until: null })
+    .where('lease_owner', 'is not', null)
+    .where('status', 'in', OPEN_STATUSES)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** An unfinished look: the next one is due at `dueAt`; the lease is given back. False when the claim's lease was lost. */
+export async function scheduleNextLook(db: Db, op: DueOperation, next: { dueAt: Date; now: Date; problem?: string }): Promise<boolean> {
+  const status = op.status === 'pending' ? OPERATION_STATUS.move('pending', 'running') : op.status;
+  const result = await db
+    .updateTable('operations')
+    .set((eb) => ({
+      status,
+      due_at: next.dueAt,
+      updated_at: op.status === 'pending' ? next.now : op.updated_at,
+      lease_owner: null,
+      lease_until: null,
+      failed_looks: next.problem === undefined ? 0 : eb('failed_looks', '+', 1),
+      last_problem: next.problem ?? null,
+    }))
+    .where('id', '=', op.id)
+    .where('lease_owner', '=', op.lease_owner)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** What an operation's outcome writes, as bound values. */
+export interface OutcomeValues {
+  id: string;
+  /** The lease of the claim whose look found the outcome. */
+  lease: string;
+  status: OperationRow['status'];
+  now: Date;
+  errorCode: FailureCode | null;
+  errorMessage: string | null;
+}
+
+const outcomeSet = (a: OutcomeValues) => ({
+  status: a.status,
+  updated_at: a.now,
+  finished_at: a.now,
+  error_code: a.errorCode,
+  error_message: a.errorMessage,
+  lease_owner: null,
+  lease_until: null,
+  last_problem: null,
+});
+
+/** The values `outcome` writes on `op`, while its claim still holds the lease. */
+export function outcomeValues(op: DueOperation, outcome: FinalOutcomeValue, now: Date): OutcomeValues {
+  const failed = outcome.state === 'failed' ? outcome : undefined;
+  return {
+    id: op.id,
+    lease: op.lease_owner,
+    status: OPERATION_STATUS.move(op.status, failed ? 'failed' : 'succeeded'),
+    now,
+    errorCode: failed?.code ?? null,
+    errorMessage: failed?.message ?? null,
+  };
+}
+
+type FinalOutcomeValue = { state: 'done' } | { state: 'failed'; code: FailureCode; message: string };
+
+/**
+ * The update that records an operation's outcome and gives its lease back, only while `a.lease` is
+ * still the operation's: a builder, for `finishOperation` and for a handler whose outcome is recorded in one
+ * statement with the changes it makes (`OperationHandler.finishAlone`).
+ */
+export function outcomeUpdate(qc: QueryCreator<Database>, a: OutcomeValues) {
+  return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease);
+}
+
+/** Every operation ends through one of these two statements (or a handler's own, built on `outcomeUpdate`): compiled once. */
+const recordOutcome = precompile((db: Db, a: OutcomeValues) => outcomeUpdate(db, a));
+const recordOutcomeWithEvent = precompile((db: Db, a: OutcomeValues & EventValues) =>
+  db
+    .with('event', (qc) => boundEventInsert(qc, a))
+    .updateTable('operations')
+    .set(outcomeSet(a))
+    .where('id', '=', a.id)
+    .where('lease_owner', '=', a.lease)
+    .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
+);
+
+/** SQLSTATE of `operation_outcome_whole` (migration 0037): a one-statement outcome that would have been partial. */
+const NOT_WHOLE = 'TN001';
+
+/**
+ * True when the statement's outcome was recorded whole; otherwise the statement fails with
+ * `NOT_WHOLE` and nothing it wrote stays. For a statement that writes an outcome with the changes it
+ * announces and must not commit some without the others (the lease was lost, a row it settles was no
+ * longer as expected): its own transaction, without a round trip to open one and one to close it.
+ * A function: PostgreSQL may evaluate a constant expression at planning, but never a volatile call.
+ */
+export function outcomeWhole(recorded: Expression<SqlBool>, operationId: string) {
+  return sql<boolean>`operation_outcome_whole(${recorded}, ${operationId})`;
+}
+
+/** The statement failed in `outcomeWhole`'s guard: it wrote nothing. */
+export function isOutcomeNotWhole(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === NOT_WHOLE;
+}
+
+/**
+ * Records an operation's outcome (its lease given back), and the event announcing it when there is
+ * one, in one statement of the finishing transaction, only while the claim that looked
+ * still holds the operation's lease. Answers whether it did (if not, the caller rolls its transaction
+ * back: the event was written by the same statement).
+ */
+export async function finishOperation(
+  trx: Db,
+  op: DueOperation,
+  outcome: FinalOutcomeValue,
+  now: Date,
+  event?: NewEvent,
+): Promise<boolean> {
+  const values = outcomeValues(op, outcome, now);
+  if (!event) return ((await recordOutcome(trx, values)).numAffectedRows ?? 0n) > 0n;
+  const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
+  if (!finished) return false;
+  announceRecordedEvent(finished.delivery_state);
+  return true;
+}
