@@ -255,5 +255,35 @@ for (const target of testDatabases()) {
       assert.ok(!after.text.includes(secret) && !after.text.includes(rotated.body.data.signing_secret));
       secret = rotated.body.data.signing_secret;
     });
+
+    test('an idempotent replay of POST /webhook/secret hands back the secret it made while current, then is refused', async () => {
+      const key = await issueKey(running(), 'vault');
+      const token = (await exchange(running(), key)).body.access_token;
+      const rotate = (idempotencyKey: string) =>
+        partnerApi<{ data: { signing_secret?: string } }>(running(), 'POST', '/webhook/secret', {
+          token,
+          headers: { 'idempotency-key': idempotencyKey },
+        });
+      const made = await rotate('rotate-once');
+      assert.equal(made.status, 200);
+      const madeSecret = made.body.data.signing_secret as string;
+      const again = await rotate('rotate-once');
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.equal(again.body.data.signing_secret, madeSecret, 'a replay does not rotate again: it carries the same secret');
+      const stored = await handle.db
+        .selectFrom('idempotency_keys')
+        .select('body')
+        .where('key', '=', 'rotate-once')
+        .executeTakeFirstOrThrow();
+      assert.ok(!stored.body?.includes(madeSecret), 'the stored answer keeps only a hash of the secret');
+
+      const next = await rotate('rotate-twice');
+      assert.notEqual(next.body.data.signing_secret, madeSecret);
+      const stale = await rotate('rotate-once');
+      assert.equal(stale.status, 409, 'the secret that rotation made is revoked: nothing true is left to replay');
+      assert.equal((stale.body as unknown as { error: { code: string } }).error.code, 'CONFLICT');
+      assert.ok(!stale.text.includes(madeSecret));
+      secret = next.body.data.signing_secret as string;
+    });
   });
 }

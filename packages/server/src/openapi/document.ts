@@ -87,7 +87,7 @@ export const OPERATION_ERRORS: Record<string, ErrorCode[]> = {
   putWebhook: [],
   getWebhook: ['NOT_FOUND'],
   deleteWebhook: ['NOT_FOUND'],
-  rotateWebhookSecret: ['NOT_FOUND', 'NOT_CONFIGURED'],
+  rotateWebhookSecret: ['NOT_FOUND', 'NOT_CONFIGURED', 'CONFLICT'],
   testWebhook: ['NOT_FOUND', 'NOT_CONFIGURED'],
   listWebhookDeliveries: [],
   listEvents: [],

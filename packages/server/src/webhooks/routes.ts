@@ -56,7 +56,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = 
   app.post(
     '/webhook/secret',
     {
-      config: { scope: 'customers:write', idempotentReplay: webhooks.replay },
+      config: { scope: 'customers:write', idempotentReplay: webhooks.rotationReplay },
       schema: {
         operationId: 'rotateWebhookSecret',
         summary: 'Replace the signing secret; new deliveries use the new one at once',

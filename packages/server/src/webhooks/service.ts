@@ -99,27 +99,43 @@ export class WebhookService {
   }
 
   /**
-   * An idempotent replay of the creating PUT (partner-api.md, Conventions rule 1), or of a rotation,
-   * hands the secret back only while it is still the current one; after a rotation or removal it is
-   * revoked, and the replay answers without it. The secret is never kept in the stored answer: only
-   * its fingerprint is.
+   * An idempotent replay of the creating PUT (partner-api.md, Conventions rule 1) hands the secret
+   * back only while it is still the current one; after a rotation or removal it is revoked, and the
+   * replay answers without it. The secret is never kept in the stored answer: only its fingerprint is.
    */
-  readonly replay: IdempotentReplay = {
-    store: (body) => mapSecretField(body, (data) => renameKey(data, 'signing_secret', SECRET_HASH_FIELD, secretFingerprint)),
-    replay: async (request, stored) => {
-      const tenant = requestTenant(request, this.#deps.clock);
-      const row = await findWebhook(this.#deps.db, tenant.partnerId, tenant.mode);
-      const current = row ? this.#deps.secrets.open(row) : undefined;
-      return mapSecretField(stored, (data) => {
-        const hash = data[SECRET_HASH_FIELD];
-        if (typeof hash !== 'string') return data;
-        if (current !== undefined && secretFingerprint(current) === hash)
-          return renameKey(data, SECRET_HASH_FIELD, 'signing_secret', () => current);
-        const { [SECRET_HASH_FIELD]: _revoked, ...rest } = data;
-        return rest;
-      });
-    },
-  };
+  readonly replay: IdempotentReplay = this.#secretReplay((data) => {
+    const { [SECRET_HASH_FIELD]: _revoked, ...rest } = data;
+    return rest;
+  });
+
+  /**
+   * A rotation's answer is its new secret: a replay after that secret was itself replaced or removed
+   * has nothing true to hand back, so it is refused rather than answered without the secret.
+   */
+  readonly rotationReplay: IdempotentReplay = this.#secretReplay(() => {
+    throw new ApiError(
+      'CONFLICT',
+      'The secret this rotation returned has since been replaced or removed. Rotate again with a new Idempotency-Key.',
+    );
+  });
+
+  #secretReplay(revoked: (data: Record<string, unknown>) => Record<string, unknown>): IdempotentReplay {
+    return {
+      store: (body) => mapSecretField(body, (data) => renameKey(data, 'signing_secret', SECRET_HASH_FIELD, secretFingerprint)),
+      replay: async (request, stored) => {
+        const tenant = requestTenant(request, this.#deps.clock);
+        const row = await findWebhook(this.#deps.db, tenant.partnerId, tenant.mode);
+        const current = row ? this.#deps.secrets.open(row) : undefined;
+        return mapSecretField(stored, (data) => {
+          const hash = data[SECRET_HASH_FIELD];
+          if (typeof hash !== 'string') return data;
+          if (current !== undefined && secretFingerprint(current) === hash)
+            return renameKey(data, SECRET_HASH_FIELD, 'signing_secret', () => current);
+          return revoked(data);
+        });
+      },
+    };
+  }
 
   async get(tenant: Tenant): Promise<WebhookConfig> {
     const row = await findWebhook(this.#deps.db, tenant.partnerId, tenant.mode);
