@@ -53,7 +53,8 @@ export const idempotencyPlugin = fp(
     // may run it again now rather than when the key's lease runs out.
     if (opts.exclusive) await releaseRunningKeys(db);
 
-    const claim = async (request: FastifyRequest, reply: FastifyReply) => {
+    /** `statusCode`: the route's one success status, read from its schema when the route is added. */
+    const claim = async (request: FastifyRequest, reply: FastifyReply, statusCode: number | undefined) => {
       const header = request.headers['idempotency-key'];
       if (header === undefined || !request.principal) return;
       if (typeof header !== 'string' || !KEY_PATTERN.test(header)) {
@@ -70,7 +71,6 @@ export const idempotencyPlugin = fp(
       switch (result.kind) {
         case 'claimed': {
           request.idempotency = scope;
-          const statusCode = successStatus(request.routeOptions.schema?.response);
           if (statusCode === undefined) return;
           const replay = request.routeOptions.config.idempotentReplay;
           request.idempotentAnswer = {
@@ -145,7 +145,8 @@ export const idempotencyPlugin = fp(
     app.addHook('onRoute', (route) => {
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       if (!methods.some((method) => MUTATING.has(method))) return;
-      appendRouteHook(route, 'preHandler', claim);
+      const statusCode = successStatus(route.schema?.response);
+      appendRouteHook(route, 'preHandler', (request: FastifyRequest, reply: FastifyReply) => claim(request, reply, statusCode));
       appendRouteHook(route, 'onSend', store);
       const handler = route.handler;
       route.handler = function idempotent(this: FastifyInstance, request, reply) {
