@@ -56,8 +56,13 @@ export const DRIVER_CHART_VALUES = {
   },
   platformDriver: {
     kubernetes: {
-      identity: { url: 'https://login.example.com', clientSecret: { secretName: 'tenantry-idp' } },
+      identity: {
+        url: 'https://login.example.com',
+        clientSecret: { secretName: 'tenantry-idp' },
+        loginRedirectURL: 'https://console.example.com/',
+      },
       addressPool: '10.100.0.0/16',
+      gpuProfiles: 'nvidia-a10=nvidia.com/GA102GL_A10',
       kubeDc: { namespace: KUBE_DC_NAMESPACE, serviceAccount: { create: true, name: PLAN_WRITER } },
     },
   },

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import type { Resolver } from '../src/webhooks/destination.ts';
 import { checkWebhookBody } from './contract.ts';
 
 const TLS_DIR = fileURLToPath(new URL('./fixtures/webhook-tls/', import.meta.url));
@@ -129,4 +130,17 @@ export function verifyDelivery(delivery: ReceivedDelivery, secrets: string[], no
     const expected = Buffer.from(referenceHmacSha256(Buffer.from(secret, 'ascii'), message), 'utf8');
     return expected.length === given.length && timingSafeEqual(expected, given);
   });
+}
+
+/** A resolver that answers the host names set in `dns` and nothing else, as `getaddrinfo` fails. */
+export function tableResolver(): { dns: Map<string, string[]>; resolver: Resolver } {
+  const dns = new Map<string, string[]>();
+  const resolver: Resolver = {
+    async resolve(host) {
+      const addresses = dns.get(host);
+      if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+      return addresses;
+    },
+  };
+  return { dns, resolver };
 }

@@ -3,17 +3,10 @@ import { after, before, describe, test } from 'node:test';
 import { assertError, fieldErrors, partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { partnerWithModes, type Tokens } from '../../test/provisioning.ts';
-import type { Resolver } from './destination.ts';
+import { tableResolver } from '../../test/webhook-receiver.ts';
 
 /** Host names the test resolver answers; anything else does not resolve. */
-const dns = new Map<string, string[]>();
-const resolver: Resolver = {
-  async resolve(host) {
-    const addresses = dns.get(host);
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-    return addresses;
-  },
-};
+const { dns, resolver } = tableResolver();
 
 /**
  * The metadata address 169.254.169.254 (a9fe:a9fe), and other host-service addresses, carried inside

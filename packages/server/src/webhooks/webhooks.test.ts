@@ -11,21 +11,13 @@ import {
   type Tokens,
   waitForOperation,
 } from '../../test/provisioning.ts';
-import { TEST_CA_FILE, verifyDelivery, WebhookReceiver } from '../../test/webhook-receiver.ts';
+import { TEST_CA_FILE, tableResolver, verifyDelivery, WebhookReceiver } from '../../test/webhook-receiver.ts';
 import { fallbackOf } from '../config/settings.ts';
 import { EVENT_TYPES, onEventsRecorded, recordEvent } from '../events/store.ts';
-import type { Resolver } from './destination.ts';
 import { appendAttempts } from './store.ts';
 
 /** Host names the test resolver answers; anything else does not resolve. */
-const dns = new Map<string, string[]>();
-const resolver: Resolver = {
-  async resolve(host) {
-    const addresses = dns.get(host);
-    if (!addresses) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
-    return addresses;
-  },
-};
+const { dns, resolver } = tableResolver();
 
 interface Config {
   url: string;

@@ -1,29 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { DRIVER_USER } from '../kube-dc-cluster.ts';
+import { DRIVER_CHART_VALUES, DRIVER_USER } from '../kube-dc-cluster.ts';
 import { context, drive, type KubernetesFixture, startKubernetesFixture } from '../kubernetes-platform.ts';
 import { lint, type RenderedObject, template } from './helm.ts';
 import { validateObject } from './schemas.ts';
 
-const DRIVER = {
-  serve: {
-    database: { secretName: 'tenantry-db' },
-    operatorToken: { secretName: 'tenantry-operator' },
-    secretKey: { secretName: 'tenantry-secret-key' },
-    config: { platform: 'kubernetes' },
-  },
-  platformDriver: {
-    kubernetes: {
-      identity: {
-        url: 'https://login.example.com',
-        clientSecret: { secretName: 'tenantry-idp' },
-        loginRedirectURL: 'https://console.example.com/',
-      },
-      addressPool: '10.100.0.0/16',
-      gpuProfiles: 'nvidia-a10=nvidia.com/GA102GL_A10',
-    },
-  },
-};
+const DRIVER = DRIVER_CHART_VALUES;
 
 interface Rule {
   apiGroups: string[];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import KcAdminClient, { NetworkError } from '@keycloak/keycloak-admin-client';
+import KcAdminClient from '@keycloak/keycloak-admin-client';
+import { refusal } from './admin-client.ts';
 import { KeycloakDouble } from './index.ts';
 
 /**
@@ -8,16 +9,6 @@ import { KeycloakDouble } from './index.ts';
  * clients, the realm Kube-DC's Organization controller sets up, the password grant and who may call
  * which realm's admin API.
  */
-
-async function refusal(call: Promise<unknown>): Promise<{ status: number; body: unknown }> {
-  try {
-    await call;
-  } catch (error) {
-    if (error instanceof NetworkError) return { status: error.response.status, body: error.responseData };
-    throw error;
-  }
-  assert.fail('the call was accepted');
-}
 
 function claims(token: string | undefined): Record<string, unknown> {
   return JSON.parse(Buffer.from(token?.split('.')[1] ?? '', 'base64url').toString('utf8'));

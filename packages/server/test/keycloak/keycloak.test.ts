@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import KcAdminClient, { NetworkError } from '@keycloak/keycloak-admin-client';
+import KcAdminClient from '@keycloak/keycloak-admin-client';
 import { UnmanagedAttributePolicy } from '@keycloak/keycloak-admin-client/lib/defs/userProfileMetadata.js';
+import { refusal } from './admin-client.ts';
 import { KeycloakDouble } from './index.ts';
 
 /**
@@ -9,17 +10,6 @@ import { KeycloakDouble } from './index.ts';
  * the client decides the request shapes, the double answers as Keycloak 26 does. Users and the user
  * profile here; groups, Kube-DC's organization realm and logins in keycloak-realm.test.ts.
  */
-
-/** The status and body of a refused call. */
-async function refusal(call: Promise<unknown>): Promise<{ status: number; body: unknown }> {
-  try {
-    await call;
-  } catch (error) {
-    if (error instanceof NetworkError) return { status: error.response.status, body: error.responseData };
-    throw error;
-  }
-  assert.fail('the call was accepted');
-}
 
 describe('Keycloak double: users and the declarative user profile', () => {
   let keycloak: KeycloakDouble;
