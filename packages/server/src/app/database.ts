@@ -12,6 +12,7 @@ import type { CustomerTables } from '../customers/tables.ts';
 import { eventMigrations } from '../events/migrations.ts';
 import type { EventTables } from '../events/tables.ts';
 import { type DatabaseHandle, type DatabaseTarget, openDatabase } from '../infra/db/database.ts';
+import type { Db as Handle } from '../infra/db/handle.ts';
 import { migrateToLatest } from '../infra/db/migrate.ts';
 import { idempotencyMigrations } from '../infra/idempotency/migrations.ts';
 import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
@@ -55,6 +56,15 @@ export interface Database
     SandboxTables {}
 
 export type Db = Kysely<Database>;
+
+/**
+ * A handle a module passes to a listener wired here (the console's revocation, in the transaction that
+ * suspends a customer), as the listener's module needs it. The module types it on the tables it knows;
+ * every handle the composition root hands out is on the whole database.
+ */
+export function wholeDatabase<Tables>(db: Handle<Tables>): Handle<Database> {
+  return db as unknown as Handle<Database>;
+}
 export type AppDatabase = DatabaseHandle<Database>;
 
 /**

@@ -8,7 +8,6 @@ import { QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { ConsoleSessionCache } from '../console/session-cache.ts';
-import { customerConsoleRevocation } from '../console/store.ts';
 import { ConsoleVmService } from '../console/vms.ts';
 import { CustomerService } from '../customers/service.ts';
 import { registerCustomerSteps } from '../customers/steps.ts';
@@ -40,6 +39,7 @@ import { resealWebhookSecrets, WebhookSecrets } from '../webhooks/secrets.ts';
 import { WebhookSender } from '../webhooks/sender.ts';
 import { WebhookService } from '../webhooks/service.ts';
 import type { AppDatabase as DatabaseHandle } from './database.ts';
+import { wholeDatabase } from './database.ts';
 
 /** What the composition root needs to know to wire the modules together. */
 export interface ServiceOptions {
@@ -161,7 +161,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     partnerCache,
     onOperationOpened,
     provisioningMs: options.sandboxDelayMs,
-    revokeConsoleAccess: customerConsoleRevocation,
+    revokeConsoleAccess: (trx, uid) => console().revokeCustomer(wholeDatabase(trx), uid),
   });
   const projects = new ProjectService({ db, cursors, customers, onOperationOpened });
   const users = new UserService({
@@ -171,7 +171,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     cursors,
     platform,
     customers,
-    onUserRemoved: (trx, uid) => console().revokeUser(trx, uid),
+    onUserRemoved: (trx, uid) => console().revokeUser(wholeDatabase(trx), uid),
   });
   consoleAccess = new ConsoleService({ db, clock, platform, customers, users, projects, partnerCache, publicUrl: options.publicUrl });
   // The provisioning steps, registered with the generic engine by the modules they belong to.
@@ -190,7 +190,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
       cursors,
       cache: partnerCache,
       setupMs: Math.round(options.sandboxDelayMs / 3),
-      onPartnerSuspended: (trx, id) => console().revokePartner(trx, id),
+      onPartnerSuspended: (trx, id) => console().revokePartner(wholeDatabase(trx), id),
     }),
     keys: new KeyService(db, clock, keyCache, keyUsage),
     keyUsage,

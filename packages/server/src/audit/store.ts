@@ -1,8 +1,9 @@
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { newId } from '../infra/ids.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import type { AuditEntry } from './schemas.ts';
+import type { AuditTables } from './tables.ts';
 
 /** Who did what, recorded by the caller inside the transaction that made the change. */
 export interface AuditRecord {
@@ -16,7 +17,7 @@ export interface AuditRecord {
   at: Date;
 }
 
-export async function writeAudit(trx: Db, record: AuditRecord): Promise<void> {
+export async function writeAudit(trx: Db<AuditTables>, record: AuditRecord): Promise<void> {
   await trx
     .insertInto('audit_log')
     .values({
@@ -34,7 +35,7 @@ export async function writeAudit(trx: Db, record: AuditRecord): Promise<void> {
 }
 
 export async function listAudit(
-  db: Db,
+  db: Db<AuditTables>,
   cursors: ScopedCursors,
   query: { partner?: string | undefined; limit: number; cursor?: string | undefined },
 ): Promise<Page<AuditEntry>> {

@@ -1,7 +1,8 @@
-import type { Db } from '../app/database.ts';
 import { rememberBounded } from '../infra/bounded-map.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
+import type { AuthTables } from './tables.ts';
 
 /** At most this many keys are remembered per process; the oldest go first (decision 257). */
 const MAX_ENTRIES = 10_000;
@@ -24,13 +25,13 @@ export interface KeyFacts {
  * misses for one key share one query.
  */
 export class KeyCache {
-  readonly #db: Db;
+  readonly #db: Db<AuthTables>;
   readonly #clock: Clock;
   readonly #ttlMs: number;
   readonly #entries = new Map<string, { facts: KeyFacts | undefined; fetchedAtMs: number }>();
   readonly #inflight = new Map<string, Promise<KeyFacts | undefined>>();
 
-  constructor(db: Db, clock: Clock, ttlMs = 30_000) {
+  constructor(db: Db<AuthTables>, clock: Clock, ttlMs = 30_000) {
     this.#db = db;
     this.#clock = clock;
     this.#ttlMs = ttlMs;

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { ApiKeyRow } from './keys-store.ts';
+import type { AuthTables } from './tables.ts';
 
 /** `last_used_at` is kept to the minute: at most one write per key per minute (decision 13). */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -14,12 +15,12 @@ const FLUSH_AFTER_MS = 1_000;
  * second. A process killed with -9 loses at most that second, which the minute's precision allows.
  */
 export class KeyUsage {
-  readonly #db: Db;
+  readonly #db: Db<AuthTables>;
   readonly #pending = new Map<string, Date>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
 
-  constructor(db: Db) {
+  constructor(db: Db<AuthTables>) {
     this.#db = db;
   }
 

@@ -1,15 +1,21 @@
-import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
+import type { AuditTables } from '../audit/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperatorActor } from '../partners/service.ts';
 import { findPartner } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import { generateKey } from './api-key-format.ts';
 import { normaliseCidrs } from './cidr.ts';
 import type { KeyCache } from './key-cache.ts';
 import type { KeyUsage } from './key-usage.ts';
 import type { ApiKey, IssuedKey, IssueKeyRequest } from './keys-schemas.ts';
 import { type ApiKeyRow, insertKey, listKeys, revokeKey } from './keys-store.ts';
+import type { AuthTables } from './tables.ts';
+
+/** The key service also reads the partner and writes the audit log, through their modules. */
+type KeysDb = Db<AuthTables & PartnerTables & AuditTables>;
 
 const iso = (date: Date | null): string | null => (date ? date.toISOString() : null);
 
@@ -30,12 +36,12 @@ export function toApiKey(row: ApiKeyRow, nowMs: number): ApiKey {
 
 /** The operator's side of API keys: issue (shown once), list (never a secret), revoke. */
 export class KeyService {
-  readonly #db: Db;
+  readonly #db: KeysDb;
   readonly #clock: Clock;
   readonly #cache: KeyCache;
   readonly #usage: KeyUsage;
 
-  constructor(db: Db, clock: Clock, cache: KeyCache, usage: KeyUsage) {
+  constructor(db: KeysDb, clock: Clock, cache: KeyCache, usage: KeyUsage) {
     this.#db = db;
     this.#clock = clock;
     this.#cache = cache;

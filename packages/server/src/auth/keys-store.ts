@@ -1,9 +1,12 @@
 import { CompiledQuery, type Selectable } from 'kysely';
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { type ReservedRow, reservationSql } from '../infra/rate-limit/rate-limiter.ts';
-import type { PartnerStatus } from '../partners/tables.ts';
-import type { ApiKeysTable } from './tables.ts';
+import type { PartnerStatus, PartnerTables } from '../partners/tables.ts';
+import type { ApiKeysTable, AuthTables } from './tables.ts';
+
+/** A key is read with its partner in one statement: the join reaches into the partners module's table. */
+type KeyWithPartnerDb = Db<AuthTables & PartnerTables>;
 
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 
@@ -15,7 +18,7 @@ export interface KeyWithPartner extends ApiKeyRow {
 }
 
 /** The key and its partner's state, for every token exchange: compiled once (decision 192). */
-const keyWithPartner = precompile((db: Db, { kid }: { kid: string }) =>
+const keyWithPartner = precompile((db: KeyWithPartnerDb, { kid }: { kid: string }) =>
   db
     .selectFrom('api_keys')
     .innerJoin('partners', 'partners.id', 'api_keys.partner_id')
@@ -24,7 +27,7 @@ const keyWithPartner = precompile((db: Db, { kid }: { kid: string }) =>
     .where('api_keys.kid', '=', kid),
 );
 
-export async function findKeyWithPartner(db: Db, kid: string): Promise<KeyWithPartner | undefined> {
+export async function findKeyWithPartner(db: KeyWithPartnerDb, kid: string): Promise<KeyWithPartner | undefined> {
   return (await keyWithPartner(db, { kid })).rows[0];
 }
 
@@ -52,7 +55,7 @@ reserved as (${reservationSql('eligible')})
 select k.*, reserved.tat_ms as reserved_tat_ms, reserved.granted as reserved_granted from k left join reserved on true`;
 
 export async function findKeyCharging(
-  db: Db,
+  db: Db<AuthTables>,
   kid: string,
   check: ChargeCheck,
   reservation: readonly unknown[],
@@ -68,15 +71,15 @@ export async function findKeyCharging(
   return { key, reserved: tat === null || granted === null ? undefined : { tat_ms: tat, granted } };
 }
 
-export async function insertKey(trx: Db, row: ApiKeyRow): Promise<void> {
+export async function insertKey(trx: Db<AuthTables>, row: ApiKeyRow): Promise<void> {
   await trx.insertInto('api_keys').values(row).execute();
 }
 
-export async function listKeys(db: Db, partnerId: string): Promise<ApiKeyRow[]> {
+export async function listKeys(db: Db<AuthTables>, partnerId: string): Promise<ApiKeyRow[]> {
   return db.selectFrom('api_keys').selectAll().where('partner_id', '=', partnerId).orderBy('created_at').orderBy('kid').execute();
 }
 
-export async function revokeKey(trx: Db, partnerId: string, kid: string, at: Date): Promise<ApiKeyRow | undefined> {
+export async function revokeKey(trx: Db<AuthTables>, partnerId: string, kid: string, at: Date): Promise<ApiKeyRow | undefined> {
   return trx
     .updateTable('api_keys')
     .set({ revoked_at: at })

@@ -1,5 +1,5 @@
-import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import type { BucketPolicy, RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter, ReservedRow } from '../infra/rate-limit/rate-limiter.ts';
@@ -14,6 +14,7 @@ import { findKeyCharging, findKeyWithPartner, type KeyWithPartner } from './keys
 import type { TokenResponse, Whoami } from './schemas.ts';
 import type { Scope } from './scopes.ts';
 import { isScope } from './scopes.ts';
+import type { AuthTables } from './tables.ts';
 
 export { TOKEN_LIFETIME_S };
 /** partner-api.md, Limits: the token endpoint allows 30 requests per minute per key, burst 10. */
@@ -32,7 +33,7 @@ export interface Principal {
 }
 
 export interface AuthServiceDeps {
-  db: Db;
+  db: Db<AuthTables>;
   clock: Clock;
   tokens: AccessTokenCodec;
   partners: PartnerCache;

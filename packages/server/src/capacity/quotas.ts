@@ -1,9 +1,12 @@
-import type { Db } from '../app/database.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
+import type { CustomerTables } from '../customers/tables.ts';
 import { recordEvent } from '../events/store.ts';
+import type { EventTables } from '../events/tables.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
+import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { assertGpuReduction, assertGrantable, assertPerCustomer, assertPoolFits, assertProjectCaps } from './checks.ts';
@@ -22,6 +25,10 @@ import {
   type PlanRow,
   saveAllocation,
 } from './store.ts';
+import type { CapacityTables } from './tables.ts';
+
+/** A quota change also locks and updates the customer and records its event, through their modules. */
+type QuotaDb = Db<CapacityTables & CustomerTables & EventTables & IdempotencyTables>;
 
 /** How long a quota or plan change waits for another capacity change of the partner before BUSY. */
 const CAPACITY_LOCK_WAIT_MS = 200;
@@ -37,7 +44,7 @@ export function toPlan(row: PlanRow): Plan {
 }
 
 /** 403 PLAN_NOT_ALLOWED for a plan the partner may not assign (or that does not exist). */
-async function assignablePlan(db: Db, settings: CapacitySettings, planId: string): Promise<PlanRow> {
+async function assignablePlan(db: Db<CapacityTables>, settings: CapacitySettings, planId: string): Promise<PlanRow> {
   const plan = settings.plans.includes(planId) ? await findPlan(db, planId) : undefined;
   if (!plan) {
     throw new ApiError('PLAN_NOT_ALLOWED', `Plan ${planId} is not one this partner may assign; GET /catalog/plans lists them.`, {
@@ -60,7 +67,7 @@ export interface NewCustomerQuota {
  * transaction takes its locks: the plan must be one the partner may assign, its GPU profiles ones it may
  * grant, and it must fit the per-customer maximum.
  */
-export async function newCustomerQuota(db: Db, tenant: Tenant, planId: string): Promise<NewCustomerQuota> {
+export async function newCustomerQuota(db: Db<CapacityTables>, tenant: Tenant, planId: string): Promise<NewCustomerQuota> {
   // One read where the full settings take four: the catalogue's lists are read only when a rule needs them.
   const { capacity: row, plan_quota: found } = await findCapacityAndPlanQuota(db, tenant.partnerId, planId);
   const quick = found !== null && (row?.plans ? row.plans.includes(planId) : true) ? found : undefined;
@@ -92,7 +99,7 @@ interface Change {
 
 /** `GET|PUT /customers/{id}/quota` and `GET|PUT /customers/{id}/plan` (CONTRACT §4, Quota, plan). */
 export class QuotaService {
-  readonly #db: Db;
+  readonly #db: QuotaDb;
   readonly #platform: Platform;
   readonly #retryAfterS: number;
   readonly #changed: () => void;
@@ -102,7 +109,7 @@ export class QuotaService {
    * the platform applies the new quota soon (the customers module's sweep does, in the background:
    * the answer never waits on the platform).
    */
-  constructor(deps: { db: Db; platform: Platform; retryAfterS: number; changed: () => void }) {
+  constructor(deps: { db: QuotaDb; platform: Platform; retryAfterS: number; changed: () => void }) {
     this.#db = deps.db;
     this.#platform = deps.platform;
     this.#retryAfterS = deps.retryAfterS;

@@ -1,27 +1,33 @@
-import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
+import type { AuditTables } from '../audit/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { OperatorActor } from '../partners/service.ts';
 import { findPartner } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { toPlan } from './quotas.ts';
 import { amountIn, dimensionNames, normalize, type Resources, ZERO } from './resources.ts';
 import type { Capacity, PartnerCapacity, Plan, SetCapacityRequest, SetPlanRequest } from './schemas.ts';
 import { type CapacitySettings, capacitySettings, findPlan, listGpuProfiles, saveCapacitySettings } from './store.ts';
+import type { CapacityTables } from './tables.ts';
+
+/** The capacity service also reads partners and writes the audit log. */
+type CapacityDb = Db<CapacityTables & PartnerTables & AuditTables>;
 
 /**
  * The plan catalogue, GPU profiles and partners' capacity pools: the operator sets them (CONTRACT §3,
  * audited), partners read them (`GET /catalog/plans`, `GET /capacity`).
  */
 export class CapacityService {
-  readonly #db: Db;
+  readonly #db: CapacityDb;
   readonly #clock: Clock;
   readonly #cursors: CursorCodec;
 
-  constructor(deps: { db: Db; clock: Clock; cursors: CursorCodec }) {
+  constructor(deps: { db: CapacityDb; clock: Clock; cursors: CursorCodec }) {
     this.#db = deps.db;
     this.#clock = deps.clock;
     this.#cursors = deps.cursors;
@@ -153,7 +159,7 @@ export class CapacityService {
     });
   }
 
-  async #view(partnerId: string, settings: CapacitySettings, db: Db = this.#db): Promise<PartnerCapacity> {
+  async #view(partnerId: string, settings: CapacitySettings, db: CapacityDb = this.#db): Promise<PartnerCapacity> {
     return {
       partner_id: partnerId,
       pool: normalize(settings.pool),
@@ -164,7 +170,7 @@ export class CapacityService {
     };
   }
 
-  async #allocated(partnerId: string, mode: KeyMode, db: Db = this.#db): Promise<Resources> {
+  async #allocated(partnerId: string, mode: KeyMode, db: CapacityDb = this.#db): Promise<Resources> {
     const row = await db
       .selectFrom('capacity_allocations')
       .select('allocated')

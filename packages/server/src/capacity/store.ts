@@ -1,10 +1,10 @@
 import { type QueryCreator, type Selectable, sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type Resources, subtract, ZERO } from './resources.ts';
-import type { PlansTable } from './tables.ts';
+import type { CapacityTables, PlansTable } from './tables.ts';
 
 /**
  * A partner's pool and per-customer maximum until the operator sets them (`tenantry capacity set`):
@@ -34,16 +34,16 @@ export interface CapacitySettings {
 
 export type PlanRow = Selectable<PlansTable>;
 
-export async function listGpuProfiles(db: Db) {
+export async function listGpuProfiles(db: Db<CapacityTables>) {
   return db.selectFrom('gpu_profiles').selectAll().orderBy('name').execute();
 }
 
-export async function findPlan(db: Db, id: string): Promise<PlanRow | undefined> {
+export async function findPlan(db: Db<CapacityTables>, id: string): Promise<PlanRow | undefined> {
   return db.selectFrom('plans').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
 /** The operator's capacity settings of a partner as stored (undefined: all defaults). */
-export async function findCapacityRow(db: Db, partnerId: string) {
+export async function findCapacityRow(db: Db<CapacityTables>, partnerId: string) {
   return db.selectFrom('partner_capacity').selectAll().where('partner_id', '=', partnerId).executeTakeFirst();
 }
 
@@ -51,14 +51,14 @@ export async function findCapacityRow(db: Db, partnerId: string) {
  * What a new customer's plan needs, in one read (decision 223): the partner's capacity settings as
  * stored (null: all defaults) and the plan's quota (null: no such plan).
  */
-export async function findCapacityAndPlanQuota(db: Db, partnerId: string, planId: string) {
+export async function findCapacityAndPlanQuota(db: Db<CapacityTables>, partnerId: string, planId: string) {
   const [row] = (await capacityAndPlanQuota(db, { partnerId, planId })).rows;
   if (!row) throw new Error('a select without FROM answered no row');
   return row;
 }
 
 /** Every customer's create reads it: compiled once (decision 233). */
-const capacityAndPlanQuota = precompile((db: Db, a: { partnerId: string; planId: string }) =>
+const capacityAndPlanQuota = precompile((db: Db<CapacityTables>, a: { partnerId: string; planId: string }) =>
   db.selectNoFrom((eb) => [
     jsonObjectFrom(
       eb.selectFrom('partner_capacity').select(['pool', 'per_customer_max', 'plans', 'gpu_profiles']).where('partner_id', '=', a.partnerId),
@@ -68,7 +68,7 @@ const capacityAndPlanQuota = precompile((db: Db, a: { partnerId: string; planId:
 );
 
 /** A partner's settings, the defaults filled in (a missing list means the whole catalogue). */
-export async function capacitySettings(db: Db, partnerId: string): Promise<CapacitySettings> {
+export async function capacitySettings(db: Db<CapacityTables>, partnerId: string): Promise<CapacitySettings> {
   const [row, plans, profiles] = await Promise.all([
     findCapacityRow(db, partnerId),
     db.selectFrom('plans').select('id').orderBy('id').execute(),
@@ -83,7 +83,12 @@ export async function capacitySettings(db: Db, partnerId: string): Promise<Capac
 }
 
 /** Writes the settings the operator changed (the others keep their values or defaults). */
-export async function saveCapacitySettings(trx: Db, partnerId: string, settings: CapacitySettings, now: Date): Promise<void> {
+export async function saveCapacitySettings(
+  trx: Db<CapacityTables>,
+  partnerId: string,
+  settings: CapacitySettings,
+  now: Date,
+): Promise<void> {
   const values = {
     pool: JSON.stringify(settings.pool),
     per_customer_max: JSON.stringify(settings.perCustomerMax),
@@ -105,7 +110,7 @@ export class LockNotAvailable extends Error {}
  * creation and teardown of the partner and mode takes it) and returns it. `nowaitMs` bounds the wait:
  * past it, LockNotAvailable (a quota or plan change answers BUSY rather than queueing).
  */
-export async function lockAllocation(trx: Db, partnerId: string, mode: KeyMode, nowaitMs?: number): Promise<Resources> {
+export async function lockAllocation(trx: Db<CapacityTables>, partnerId: string, mode: KeyMode, nowaitMs?: number): Promise<Resources> {
   if (nowaitMs !== undefined) await sql`select set_config('lock_timeout', ${`${nowaitMs}ms`}, true)`.execute(trx);
   let row: { allocated: Resources };
   try {
@@ -124,7 +129,7 @@ export async function lockAllocation(trx: Db, partnerId: string, mode: KeyMode, 
  * statement (decision 223): it makes the row if it is missing and locks it (an update that changes
  * nothing), and answers what is allocated, as of the latest commit whatever the statement's snapshot.
  */
-export function allocationLock(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode) {
+export function allocationLock(qc: QueryCreator<CapacityTables>, partnerId: string, mode: KeyMode) {
   return qc
     .insertInto('capacity_allocations')
     .values({ partner_id: partnerId, mode, allocated: JSON.stringify(ZERO) })
@@ -132,7 +137,7 @@ export function allocationLock(qc: QueryCreator<Database>, partnerId: string, mo
     .returning(['partner_id', 'allocated']);
 }
 
-export async function saveAllocation(trx: Db, partnerId: string, mode: KeyMode, allocated: Resources): Promise<void> {
+export async function saveAllocation(trx: Db<CapacityTables>, partnerId: string, mode: KeyMode, allocated: Resources): Promise<void> {
   await allocationSave(trx, partnerId, mode, JSON.stringify(allocated)).execute();
 }
 
@@ -140,7 +145,7 @@ export async function saveAllocation(trx: Db, partnerId: string, mode: KeyMode, 
  * Writes what is allocated (the capacity lock held; `allocatedJson` is the `Resources` as JSON text), to
  * run alone or as a part of a create's statement.
  */
-export function allocationSave(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode, allocatedJson: string) {
+export function allocationSave(qc: QueryCreator<CapacityTables>, partnerId: string, mode: KeyMode, allocatedJson: string) {
   return qc
     .updateTable('capacity_allocations')
     .set({ allocated: allocatedJson })
@@ -149,7 +154,7 @@ export function allocationSave(qc: QueryCreator<Database>, partnerId: string, mo
 }
 
 /** Returns a removed customer's quota to its pool (in the transaction that removes it). */
-export async function releaseQuota(trx: Db, partnerId: string, mode: KeyMode, quota: Resources): Promise<void> {
+export async function releaseQuota(trx: Db<CapacityTables>, partnerId: string, mode: KeyMode, quota: Resources): Promise<void> {
   const allocated = await lockAllocation(trx, partnerId, mode);
   await saveAllocation(trx, partnerId, mode, subtract(allocated, quota));
 }

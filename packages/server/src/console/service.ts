@@ -1,9 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { CustomerRow } from '../customers/store.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { Platform } from '../platform/platform.ts';
@@ -13,6 +13,7 @@ import type { ProjectRow } from '../projects/store.ts';
 import { type UserService, userRef } from '../users/service.ts';
 import type { UserRow } from '../users/store.ts';
 import { deleteExpiredConsoleAccess, findSession, insertLogin, insertSession, revokeConsoleAccess, useLogin } from './store.ts';
+import type { ConsoleTables } from './tables.ts';
 
 /** CONTRACT §4, Console login: the URL works once, within 5 minutes. */
 export const CONSOLE_LOGIN_TTL_MS = 5 * 60 * 1000;
@@ -21,7 +22,7 @@ export const CONSOLE_SESSION_TTL_MS = 12 * 3600 * 1000;
 export const CONSOLE_COOKIE = 'tenantry_console';
 
 export interface ConsoleServiceDeps {
-  db: Db;
+  db: Db<ConsoleTables>;
   clock: Clock;
   platform: Platform;
   customers: CustomerService;
@@ -144,12 +145,17 @@ export class ConsoleService {
   }
 
   /** Ends a person's links and sessions (in the transaction that removes the user). */
-  async revokeUser(trx: Db, userUid: string): Promise<void> {
+  async revokeUser(trx: Db<ConsoleTables>, userUid: string): Promise<void> {
     await revokeConsoleAccess(trx, { userUid });
   }
 
+  /** Ends every link and session of one customer (in the transaction that suspends or deletes it). */
+  async revokeCustomer(trx: Db<ConsoleTables>, customerUid: string): Promise<void> {
+    await revokeConsoleAccess(trx, { customerUid });
+  }
+
   /** Ends every link and session of a partner's customers (partner suspension). */
-  async revokePartner(trx: Db, partnerId: string): Promise<void> {
+  async revokePartner(trx: Db<ConsoleTables>, partnerId: string): Promise<void> {
     await revokeConsoleAccess(trx, { partnerId });
   }
 

@@ -1,9 +1,9 @@
-import type { DeleteQueryBuilder, DeleteResult, Expression, QueryCreator, SqlBool } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
+import type { ConsoleTables } from './tables.ts';
 
 /** Inserts a one-time login link (only its hash). */
 export async function insertLogin(
-  db: Db,
+  db: Db<ConsoleTables>,
   row: {
     token_hash: string;
     partner_id: string;
@@ -21,7 +21,7 @@ export async function insertLogin(
 }
 
 /** Marks an unused, unexpired link used; the link, or undefined when it cannot be used. */
-export async function useLogin(trx: Db, tokenHash: string, now: Date) {
+export async function useLogin(trx: Db<ConsoleTables>, tokenHash: string, now: Date) {
   return trx
     .updateTable('console_logins')
     .set({ used_at: now })
@@ -33,7 +33,7 @@ export async function useLogin(trx: Db, tokenHash: string, now: Date) {
 }
 
 export async function insertSession(
-  trx: Db,
+  trx: Db<ConsoleTables>,
   row: {
     id_hash: string;
     partner_id: string;
@@ -49,34 +49,27 @@ export async function insertSession(
 }
 
 /** A session while it lasts. Whether its person, customer and partner still allow it is the service's check. */
-export async function findSession(db: Db, idHash: string, now: Date) {
+export async function findSession(db: Db<ConsoleTables>, idHash: string, now: Date) {
   return db.selectFrom('console_sessions').selectAll().where('id_hash', '=', idHash).where('expires_at', '>', now).executeTakeFirst();
 }
 
-/** Ends every link and session of one person or one partner (a customer's: `customerConsoleRevocation`). */
-export async function revokeConsoleAccess(trx: Db, who: { userUid: string } | { partnerId: string }): Promise<number> {
-  const [column, value] = 'userUid' in who ? (['user_uid', who.userUid] as const) : (['partner_id', who.partnerId] as const);
+/** Ends every link and session of one person, one customer or one partner. */
+export async function revokeConsoleAccess(
+  trx: Db<ConsoleTables>,
+  who: { userUid: string } | { customerUid: string } | { partnerId: string },
+): Promise<number> {
+  const [column, value] =
+    'userUid' in who
+      ? (['user_uid', who.userUid] as const)
+      : 'customerUid' in who
+        ? (['customer_uid', who.customerUid] as const)
+        : (['partner_id', who.partnerId] as const);
   await trx.deleteFrom('console_logins').where(column, '=', value).execute();
   const ended = await trx.deleteFrom('console_sessions').where(column, '=', value).executeTakeFirst();
   return Number(ended.numDeletedRows);
 }
 
-/**
- * One customer's console access ended as two deletes (its login links, its sessions) for a statement or
- * transaction of the caller's, which suspends or deletes the customer: each deletes only when `when` holds, if given
- * (a condition on the statement's other parts: decision 254).
- */
-export function customerConsoleRevocation(
-  qc: QueryCreator<Database>,
-  customerUid: string,
-  when?: Expression<SqlBool>,
-): readonly [DeleteQueryBuilder<Database, 'console_logins', DeleteResult>, DeleteQueryBuilder<Database, 'console_sessions', DeleteResult>] {
-  const logins = qc.deleteFrom('console_logins').where('customer_uid', '=', customerUid);
-  const sessions = qc.deleteFrom('console_sessions').where('customer_uid', '=', customerUid);
-  return when ? [logins.where(when), sessions.where(when)] : [logins, sessions];
-}
-
-export async function deleteExpiredConsoleAccess(db: Db, now: Date): Promise<void> {
+export async function deleteExpiredConsoleAccess(db: Db<ConsoleTables>, now: Date): Promise<void> {
   await db.deleteFrom('console_logins').where('expires_at', '<', now).execute();
   await db.deleteFrom('console_sessions').where('expires_at', '<', now).execute();
 }

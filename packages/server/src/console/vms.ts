@@ -1,13 +1,18 @@
-import type { Db } from '../app/database.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
+import type { CustomerTables } from '../customers/tables.ts';
 import type { OsImageCatalogue } from '../images/catalogue.ts';
 import { featureList, minimumsOf, type OsImage, VM_LIMITS } from '../images/fields.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { DNS_LABEL } from '../platform/names.ts';
 import type { Platform, PlatformContext, PlatformVm } from '../platform/platform.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { ConsoleSession } from './service.ts';
+import type { ConsoleTables } from './tables.ts';
+
+/** The console's machines view also reads the customer. */
+type VmsDb = Db<ConsoleTables & CustomerTables>;
 
 /** A VM as the console lists it: the platform says it exists and runs, the console's record adds the rest. */
 export interface VmView {
@@ -29,7 +34,7 @@ export type FormField = keyof VmRequest | 'form';
 export type FormErrors = Partial<Record<FormField, string>>;
 
 export interface ConsoleVmDeps {
-  db: Db;
+  db: VmsDb;
   clock: Clock;
   platform: Platform;
   images: OsImageCatalogue;

@@ -1,27 +1,37 @@
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
-import type { Db } from '../app/database.ts';
 import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
 import { lockAllocation, saveAllocation } from '../capacity/store.ts';
+import type { CapacityTables } from '../capacity/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { GroupCommit, type Outcome } from '../infra/group-commit.ts';
 import { answersFor, currentAnswer, type PendingAnswer } from '../infra/idempotency/answer.ts';
+import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import type { Operation } from '../operations/schemas.ts';
 import { toOperation } from '../operations/schemas.ts';
 import { assertOperationSlotFree, openOperationCount, operationInsert } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { adjustCustomerCount, findPartnerForUpdate, type PartnerRow } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX, reservedUsername } from '../platform/names.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { namespacesTaken, projectInsert } from '../projects/store.ts';
+import type { ProjectTables } from '../projects/tables.ts';
 import { userInsert } from '../users/store.ts';
+import type { UserTables } from '../users/tables.ts';
 import { type NewCustomerRows, newCustomerRows } from './create-rows.ts';
 import { type CreateCustomerRequest, type Customer, toCustomer } from './schemas.ts';
 import { customerIdsTaken, customerInsert, organizationsTaken } from './store.ts';
+import type { CustomerTables } from './tables.ts';
+
+/** A creation writes the customer with its project, owner, operation, allocation and partner count in one transaction. */
+type CreateDb = Db<CustomerTables & CapacityTables & PartnerTables & IdempotencyTables & ProjectTables & UserTables & OperationTables>;
 
 export interface CustomerCreationDeps {
-  db: Db;
+  db: CreateDb;
   clock: Clock;
   partnerCache: PartnerCache;
   /** Wakes the operation engine after a commit that opened an operation. */
@@ -161,7 +171,7 @@ export class CustomerCreation {
   }
 
   /** The default plan changed since the create read it (rare): the customer takes the new one. */
-  async #takeDefaultPlan(trx: Db, create: PendingCreate, partner: PartnerRow): Promise<void> {
+  async #takeDefaultPlan(trx: CreateDb, create: PendingCreate, partner: PartnerRow): Promise<void> {
     if (create.defaultPlanId === null || partner.default_plan_id === create.wanted.planId) return;
     create.wanted = await newCustomerQuota(trx, create.tenant, partner.default_plan_id);
     create.rows.customer.plan_id = create.wanted.planId;
@@ -170,7 +180,7 @@ export class CustomerCreation {
 }
 
 /** The rows of the accepted creates, each table's in one insert, in one statement. */
-async function insertRows(trx: Db, rows: NewCustomerRows[]): Promise<void> {
+async function insertRows(trx: CreateDb, rows: NewCustomerRows[]): Promise<void> {
   const [customers, owners, projects, operations] = [
     rows.map((r) => r.customer),
     rows.map((r) => r.owner),
@@ -212,7 +222,7 @@ interface Taken {
 }
 
 /** What the creates' checks need, read in one statement under the partner's lock. */
-async function takenNames(trx: Db, tenant: Tenant, creates: PendingCreate[], openUpTo: number): Promise<Taken> {
+async function takenNames(trx: CreateDb, tenant: Tenant, creates: PendingCreate[], openUpTo: number): Promise<Taken> {
   const names = creates.flatMap((create) => [create.organization, create.namespace]);
   const [row] = await trx
     .selectNoFrom((eb) => [

@@ -1,9 +1,14 @@
-import type { Db } from '../app/database.ts';
 import type { NewEvent } from '../events/store.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { expediteCustomerOperations, insertOperation, type OperationRow } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import type { OrganizationRef } from '../platform/platform.ts';
 import { type CustomerRow, setCustomerStatus } from './store.ts';
+import type { CustomerTables } from './tables.ts';
+
+/** A lifecycle change also queues and expedites the customer's operations. */
+type LifecycleDb = Db<CustomerTables & OperationTables>;
 
 /** A customer as the platform names it. */
 export function organizationRef(customer: Pick<CustomerRow, 'id' | 'organization'>): OrganizationRef {
@@ -47,7 +52,7 @@ export function describeStatus(status: CustomerRow['status']): string {
  * operations are looked at at once (they fail with CUSTOMER_DELETING).
  */
 export async function startTeardown(
-  trx: Db,
+  trx: LifecycleDb,
   row: CustomerRow,
   immediate: boolean,
   now: Date,

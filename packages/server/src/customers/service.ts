@@ -1,18 +1,25 @@
-import type { DeleteQueryBuilder, DeleteResult, Expression, QueryCreator, SqlBool } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
+import type { AuditTables } from '../audit/tables.ts';
+import type { CapacityTables } from '../capacity/tables.ts';
 import { recordEvent } from '../events/store.ts';
+import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
+import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { latestOperation } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { OperatorActor } from '../partners/service.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
+import type { ProjectTables } from '../projects/tables.ts';
+import type { UserTables } from '../users/tables.ts';
 import { type CreatedCustomer, CustomerCreation } from './create.ts';
 import { describeStatus, organizationRef, requireActiveCustomer, resumedEvent, startTeardown, suspendedEvent } from './lifecycle.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
@@ -27,9 +34,23 @@ import {
   setCustomerStatus,
   updateCustomer,
 } from './store.ts';
+import type { CustomerTables } from './tables.ts';
+
+/** The customer service also records events, idempotent answers, audit entries and operations. */
+type CustomerServiceDb = Db<
+  CustomerTables &
+    EventTables &
+    IdempotencyTables &
+    AuditTables &
+    OperationTables &
+    ProjectTables &
+    CapacityTables &
+    PartnerTables &
+    UserTables
+>;
 
 export interface CustomerServiceDeps {
-  db: Db;
+  db: CustomerServiceDb;
   clock: Clock;
   cursors: CursorCodec;
   platform: Platform;
@@ -42,7 +63,8 @@ export interface CustomerServiceDeps {
    * A customer's suspension or deletion ends its users' console access: the deletes, built on `qc` (the
    * database or the suspending or deleting transaction), each written only when `when` holds, if given.
    */
-  revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string, when?: Expression<SqlBool>) => EndingParts;
+  /** Ends the customer's console access in the caller's transaction (the console module's rows). */
+  revokeConsoleAccess: (trx: CustomerServiceDb, customerUid: string) => Promise<void>;
 }
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -119,7 +141,7 @@ export class CustomerService {
       if (row.status === 'suspended') return suspendResult(row, running);
       requireActiveCustomer(row, 'suspend it', this.retryAfterS);
       const updated = await setCustomerStatus(trx, row, 'suspended', changes);
-      for (const end of revokeConsoleAccess(trx, row.uid)) await end.execute();
+      await revokeConsoleAccess(trx, row.uid);
       await recordEvent(trx, suspendedEvent(updated, running));
       return answerWith(trx, suspendResult(updated, running));
     });
@@ -176,7 +198,7 @@ export class CustomerService {
       const again = await this.#deletionSettled(row, request.mode, trx);
       if (again) return again;
       // A deletion, even one cancelled later, ends console access for good, as a suspension does.
-      for (const end of revokeConsoleAccess(trx, row.uid)) await end.execute();
+      await revokeConsoleAccess(trx, row.uid);
       if (request.mode === 'immediate') {
         const { customer, operation } = await startTeardown(trx, row, true, now);
         return answerWith(trx, deleteResult(customer, operation.id));
@@ -235,7 +257,7 @@ export class CustomerService {
     });
   }
 
-  async #lock(trx: Db, tenant: Tenant, id: string): Promise<CustomerRow> {
+  async #lock(trx: CustomerServiceDb, tenant: Tenant, id: string): Promise<CustomerRow> {
     const row = await lockCustomer(trx, tenant, id);
     if (!row) throw notFound(`Customer ${id}`);
     return row;
@@ -263,7 +285,7 @@ export class CustomerService {
   async #deletionSettled(
     row: CustomerRow,
     mode: 'scheduled' | 'immediate',
-    db: Db = this.#deps.db,
+    db: CustomerServiceDb = this.#deps.db,
   ): Promise<DeleteCustomerResult | undefined> {
     if (row.status === 'deleting') return deleteResult(row, (await latestOperation(db, row.uid, 'customer.delete'))?.id ?? null);
     if (row.status === 'deletion_scheduled' && mode === 'scheduled') return deleteResult(row, null);
@@ -313,9 +335,6 @@ function deleteResult(row: CustomerRow, operationId: string | null): DeleteCusto
     operation_id: operationId,
   };
 }
-
-/** Deletes of another module's rows that end with a customer's change, as parts of its statement or transaction. */
-export type EndingParts = readonly DeleteQueryBuilder<Database, keyof Database, DeleteResult>[];
 
 /** What a suspension changes besides the status. */
 const suspension = (now: Date, reason: string | null) => ({ suspended_at: now, suspension_reason: reason, updated_at: now });

@@ -1,24 +1,30 @@
 import { sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
-import type { Db } from '../app/database.ts';
+import type { CapacityTables } from '../capacity/tables.ts';
 import type { EventData } from '../events/payloads.ts';
 import { announceRecordedEvent, boundEventInsertOf, type EventValues, eventValues, newEvent } from '../events/store.ts';
+import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { type OutcomeValues, outcomeUpdate, outcomeWhole } from '../operations/claims.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail, inOrder } from '../operations/handler.ts';
 import type { OperationRow } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
 import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
 import { PROJECT_VIEW_COLUMNS, projectForPlatform, projectViewJson, settleProvisioningProject } from '../projects/store.ts';
+import type { ProjectTables } from '../projects/tables.ts';
 import { modeNowMs } from '../test-mode/mode-clock.ts';
 import { type UserService, userSpec } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
+import type { UserTables } from '../users/tables.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import {
   type CustomerRow,
@@ -31,9 +37,14 @@ import {
   removeCustomer,
   settleProvisioningCustomer,
 } from './store.ts';
+import type { CustomerTables } from './tables.ts';
+
+/** A customer's steps settle its project, owner, partner count, operation and event with it. */
+type StepsTables = CustomerTables & ProjectTables & PartnerTables & UserTables & EventTables & OperationTables & CapacityTables;
+type StepsDb = Db<StepsTables>;
 
 export interface CustomerStepDeps {
-  db: Db;
+  db: StepsDb;
   clock: Clock;
   logger: Logger;
   platform: Platform;
@@ -46,7 +57,7 @@ interface Locked {
 }
 
 /** The customer being created with its owner and first project as the platform needs them: one read, compiled once (decision 233). */
-const readForCreation = precompile((db: Db, a: { uid: string; project: string }) =>
+const readForCreation = precompile((db: StepsDb, a: { uid: string; project: string }) =>
   db
     .selectFrom('customers')
     .selectAll()
@@ -63,7 +74,7 @@ const readForCreation = precompile((db: Db, a: { uid: string; project: string })
  * yet) and, when it succeeded, its owner, each part only once the one before it settled (its lock taken
  * first: customer, then project).
  */
-function settlingParts(db: Db, a: { uid: string; project: string; now: Date; cidr: string | null }, to: 'active' | 'failed') {
+function settlingParts(db: StepsDb, a: { uid: string; project: string; now: Date; cidr: string | null }, to: 'active' | 'failed') {
   let writer = db
     .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
     .with('project', (qc) =>
@@ -82,7 +93,7 @@ function settlingParts(db: Db, a: { uid: string; project: string; now: Date; cid
  * transaction, which answers it with the project's view. Two shapes, each compiled once.
  */
 function settleCreation(to: 'active' | 'failed') {
-  return precompile((trx: Db, a: { uid: string; project: string; now: Date; cidr: string | null }) =>
+  return precompile((trx: StepsDb, a: { uid: string; project: string; now: Date; cidr: string | null }) =>
     settlingParts(trx, a, to)
       .selectFrom('settled')
       .leftJoin('project', (join) => join.onTrue())
@@ -102,7 +113,7 @@ const settleFailedCreation = settleCreation('failed');
  * but its project or the outcome did not (a project no longer provisioning, a lease lost).
  */
 function settleCreationAlone(to: 'active' | 'failed') {
-  return precompile((db: Db, a: OutcomeValues & EventValues & { uid: string; project: string; cidr: string | null }) => {
+  return precompile((db: StepsDb, a: OutcomeValues & EventValues & { uid: string; project: string; cidr: string | null }) => {
     // The bound payload's `project` (null) gives way to the settled project's view.
     const data = sql`${a.eventData}::jsonb || jsonb_build_object('project', (select ${projectViewJson('project')} from project))`;
     return settlingParts(db, a, to)
@@ -153,7 +164,7 @@ export const quotaSpec = (customer: CustomerRow) => ({
  * `customer.create` and `customer.delete`, and the sweeps that start a teardown when a grace period
  * ends and apply a quota the platform has not taken yet: registered with the operation engine.
  */
-export function registerCustomerSteps(engine: OperationEngine, deps: CustomerStepDeps): void {
+export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps: CustomerStepDeps): void {
   const { db, platform, users, partnerCache } = deps;
 
   engine.register('customer.create', {

@@ -1,16 +1,24 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
-import type { Database, Db } from '../app/database.ts';
 import { releaseQuota } from '../capacity/store.ts';
+import type { CapacityTables } from '../capacity/tables.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { adjustCustomerCount } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import type { ProjectRow } from '../projects/store.ts';
+import type { ProjectTables } from '../projects/tables.ts';
 import { CUSTOMER_COLUMNS, type Customer, toCustomer } from './schemas.ts';
 import { CUSTOMER_STATUS } from './status.ts';
-import type { CustomerStatus, CustomersTable } from './tables.ts';
+import type { CustomerStatus, CustomersTable, CustomerTables } from './tables.ts';
+
+/** The single-customer read joins its projects in one statement (the projects module's table). */
+type WithProjectsDb = Db<CustomerTables & ProjectTables>;
+/** A removal also gives back the partner's count and the customer's quota, through their modules. */
+type RemovalDb = Db<CustomerTables & PartnerTables & CapacityTables>;
 
 export type CustomerRow = Selectable<CustomersTable>;
 
@@ -20,11 +28,11 @@ interface Owner {
 }
 
 /** A partner's customer by id: before every change of one, so compiled once (decision 280). */
-const readCustomer = precompile((db: Db, a: Owner & { id: string }) =>
+const readCustomer = precompile((db: Db<CustomerTables>, a: Owner & { id: string }) =>
   db.selectFrom('customers').selectAll().where('partner_id', '=', a.partnerId).where('mode', '=', a.mode).where('id', '=', a.id),
 );
 
-export async function findCustomer(db: Db, owner: Owner, id: string): Promise<CustomerRow | undefined> {
+export async function findCustomer(db: Db<CustomerTables>, owner: Owner, id: string): Promise<CustomerRow | undefined> {
   const [row] = (await readCustomer(db, { partnerId: owner.partnerId, mode: owner.mode, id })).rows;
   return row;
 }
@@ -33,7 +41,7 @@ export async function findCustomer(db: Db, owner: Owner, id: string): Promise<Cu
  * The one statement behind `GET /customers/{id}`: the customer with its projects (by name) as a JSON
  * array. The bench's raw-SELECT floor runs the very same statement.
  */
-export function customerWithProjectsQuery(db: Db, owner: Owner, id: string) {
+export function customerWithProjectsQuery(db: WithProjectsDb, owner: Owner, id: string) {
   return db
     .selectFrom('customers')
     .selectAll('customers')
@@ -48,11 +56,13 @@ export function customerWithProjectsQuery(db: Db, owner: Owner, id: string) {
 }
 
 /** `GET /customers/{id}` runs thousands of times a second: its statement is compiled once. */
-const readCustomerWithProjects = precompile((query: Db, args: Owner & { id: string }) => customerWithProjectsQuery(query, args, args.id));
+const readCustomerWithProjects = precompile((query: WithProjectsDb, args: Owner & { id: string }) =>
+  customerWithProjectsQuery(query, args, args.id),
+);
 
 /** The customer with its projects, in one read: the single-customer read is a hot path. */
 export async function findCustomerWithProjects(
-  db: Db,
+  db: WithProjectsDb,
   owner: Owner,
   id: string,
 ): Promise<(CustomerRow & { projects: ProjectRow[] }) | undefined> {
@@ -64,7 +74,7 @@ export async function findCustomerWithProjects(
 }
 
 /** Reads the customer under a row lock, for a change in the same transaction. */
-export async function lockCustomer(trx: Db, owner: Owner, id: string): Promise<CustomerRow | undefined> {
+export async function lockCustomer(trx: Db<CustomerTables>, owner: Owner, id: string): Promise<CustomerRow | undefined> {
   return trx
     .selectFrom('customers')
     .selectAll()
@@ -75,21 +85,21 @@ export async function lockCustomer(trx: Db, owner: Owner, id: string): Promise<C
     .executeTakeFirst();
 }
 
-export async function findCustomerByUid(db: Db, uid: string): Promise<CustomerRow | undefined> {
+export async function findCustomerByUid(db: Db<CustomerTables>, uid: string): Promise<CustomerRow | undefined> {
   return db.selectFrom('customers').selectAll().where('uid', '=', uid).executeTakeFirst();
 }
 
-export async function lockCustomerByUid(trx: Db, uid: string): Promise<CustomerRow | undefined> {
+export async function lockCustomerByUid(trx: Db<CustomerTables>, uid: string): Promise<CustomerRow | undefined> {
   return trx.selectFrom('customers').selectAll().where('uid', '=', uid).forUpdate().executeTakeFirst();
 }
 
 /** The customer's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function customerInsert(qc: QueryCreator<Database>, rows: CustomerRow | readonly CustomerRow[]) {
+export function customerInsert(qc: QueryCreator<CustomerTables>, rows: CustomerRow | readonly CustomerRow[]) {
   return qc.insertInto('customers').values(rows);
 }
 
 /** Of `ids`, those the partner already has in this mode, as a subquery. */
-export function customerIdsTaken(eb: ExpressionBuilder<Database, never>, owner: Owner, ids: readonly string[]) {
+export function customerIdsTaken(eb: ExpressionBuilder<CustomerTables, never>, owner: Owner, ids: readonly string[]) {
   return eb
     .selectFrom('customers')
     .select('id')
@@ -99,7 +109,7 @@ export function customerIdsTaken(eb: ExpressionBuilder<Database, never>, owner: 
 }
 
 /** Of `names`, those that are organizations on this platform scope (whoever's), as a subquery. */
-export function organizationsTaken(eb: ExpressionBuilder<Database, never>, scope: string, names: readonly string[]) {
+export function organizationsTaken(eb: ExpressionBuilder<CustomerTables, never>, scope: string, names: readonly string[]) {
   return eb
     .selectFrom('customers')
     .select(['organization', 'id', 'partner_id'])
@@ -110,13 +120,13 @@ export function organizationsTaken(eb: ExpressionBuilder<Database, never>, scope
 /** Any change but the status, which moves only through `setCustomerStatus`. */
 export type CustomerChanges = Partial<Omit<CustomerRow, 'uid' | 'status'>>;
 
-export async function updateCustomer(trx: Db, uid: string, changes: CustomerChanges): Promise<CustomerRow> {
+export async function updateCustomer(trx: Db<CustomerTables>, uid: string, changes: CustomerChanges): Promise<CustomerRow> {
   return trx.updateTable('customers').set(changes).where('uid', '=', uid).returningAll().executeTakeFirstOrThrow();
 }
 
 /** Moves a customer's status by its state machine, with whatever else changes with it. */
 export async function setCustomerStatus(
-  trx: Db,
+  trx: Db<CustomerTables>,
   row: CustomerRow,
   to: CustomerStatus,
   changes: CustomerChanges = {},
@@ -134,7 +144,7 @@ export async function setCustomerStatus(
  * `provisioning`. A builder whose update takes the customer's lock and finds the row only while it is
  * still provisioning (decision 223).
  */
-export function settleProvisioningCustomer(qc: QueryCreator<Database>, uid: string, to: 'active' | 'failed', now: Date) {
+export function settleProvisioningCustomer(qc: QueryCreator<CustomerTables>, uid: string, to: 'active' | 'failed', now: Date) {
   return qc
     .updateTable('customers')
     .set({
@@ -151,7 +161,7 @@ export function settleProvisioningCustomer(qc: QueryCreator<Database>, uid: stri
  * Removes the customer with its projects and users (cascade) and keeps a tombstone (usage bills the
  * window it lived in); its operations stay for their 7 days. Its count and quota go back to the partner.
  */
-export async function removeCustomer(trx: Db, row: CustomerRow, deletedAt: Date): Promise<void> {
+export async function removeCustomer(trx: RemovalDb, row: CustomerRow, deletedAt: Date): Promise<void> {
   await trx.deleteFrom('customers').where('uid', '=', row.uid).execute();
   await trx
     .insertInto('customer_tombstones')
@@ -171,7 +181,12 @@ export async function removeCustomer(trx: Db, row: CustomerRow, deletedAt: Date)
 }
 
 /** Customers of a partner's mode whose grace period has ended on that mode's clock. */
-export async function graceEnded(db: Db, now: Date, limit: number, partner?: { id: string; mode: KeyMode }): Promise<string[]> {
+export async function graceEnded(
+  db: Db<CustomerTables>,
+  now: Date,
+  limit: number,
+  partner?: { id: string; mode: KeyMode },
+): Promise<string[]> {
   const result = await sql<{ uid: string }>`
     select c.uid from customers c join partners p on p.id = c.partner_id
     where c.status = 'deletion_scheduled'
@@ -182,7 +197,7 @@ export async function graceEnded(db: Db, now: Date, limit: number, partner?: { i
 }
 
 /** The earliest scheduled deletion of a partner's mode (the test clock walks through due times in order). */
-export async function nextScheduledDeletion(db: Db, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
+export async function nextScheduledDeletion(db: Db<CustomerTables>, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
   const row = await db
     .selectFrom('customers')
     .select((eb) => eb.fn.min('scheduled_deletion_at').as('at'))
@@ -197,12 +212,12 @@ export async function nextScheduledDeletion(db: Db, partner: { id: string; mode:
  * The id of the customer whose organization (its platform name) is `name` on this platform scope, as a
  * subquery: a create checks it in one statement with its other checks.
  */
-export function customerIdByOrganization(eb: ExpressionBuilder<Database, never>, scope: string, name: string) {
+export function customerIdByOrganization(eb: ExpressionBuilder<CustomerTables, never>, scope: string, name: string) {
   return eb.selectFrom('customers').select('id').where('platform_scope', '=', scope).where('organization', '=', name);
 }
 
 /** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
-export async function quotaNotApplied(db: Db, now: Date, limit: number): Promise<CustomerRow[]> {
+export async function quotaNotApplied(db: Db<CustomerTables>, now: Date, limit: number): Promise<CustomerRow[]> {
   return db
     .selectFrom('customers')
     .selectAll()
@@ -221,7 +236,14 @@ export async function quotaNotApplied(db: Db, now: Date, limit: number): Promise
 }
 
 /** The platform did not take this revision: try again at `at` (the count and the reason say how it goes). */
-export async function markQuotaRetry(db: Db, uid: string, revision: number, at: Date, count: number, problem: string): Promise<void> {
+export async function markQuotaRetry(
+  db: Db<CustomerTables>,
+  uid: string,
+  revision: number,
+  at: Date,
+  count: number,
+  problem: string,
+): Promise<void> {
   await db
     .updateTable('customers')
     .set({ quota_retry_revision: revision, quota_retry_at: at, quota_retry_count: count, quota_retry_problem: problem.slice(0, 500) })
@@ -230,11 +252,11 @@ export async function markQuotaRetry(db: Db, uid: string, revision: number, at: 
 }
 
 /** The platform must take the customer's quota again (a project it caps now exists): the quota sweep applies it. */
-export async function markQuotaToReapply(db: Db, uid: string): Promise<void> {
+export async function markQuotaToReapply(db: Db<CustomerTables>, uid: string): Promise<void> {
   await db.updateTable('customers').set({ quota_applied_revision: null }).where('uid', '=', uid).execute();
 }
 
-export async function markQuotaApplied(db: Db, uid: string, revision: number): Promise<void> {
+export async function markQuotaApplied(db: Db<CustomerTables>, uid: string, revision: number): Promise<void> {
   await db
     .updateTable('customers')
     .set({
@@ -263,7 +285,7 @@ export interface UsageSubjectRow {
  * lived within [from, to).
  */
 export async function usageSubjects(
-  db: Db,
+  db: Db<CustomerTables>,
   owner: Owner,
   window: { from: Date; to: Date },
   after: { id: string; createdAt: Date } | undefined,
@@ -289,7 +311,7 @@ export interface CustomerFilters {
 
 /** Customers by id; filters apply before paging, each on its own index, so a deep page costs what the first does. */
 export async function listCustomers(
-  db: Db,
+  db: Db<CustomerTables>,
   cursors: ScopedCursors,
   owner: Owner,
   filters: CustomerFilters,

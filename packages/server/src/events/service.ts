@@ -1,19 +1,20 @@
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { type EventBody, toEventBody } from './schemas.ts';
 import { EVENT_TYPES } from './store.ts';
+import type { EventTables } from './tables.ts';
 
 /** CONTRACT §4, Events: event bodies are kept 30 days. */
 export const EVENT_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** `GET /events`: the polling twin of every webhook. */
 export class EventService {
-  readonly #db: Db;
+  readonly #db: Db<EventTables>;
   readonly #cursors: CursorCodec;
 
-  constructor(deps: { db: Db; cursors: CursorCodec }) {
+  constructor(deps: { db: Db<EventTables>; cursors: CursorCodec }) {
     this.#db = deps.db;
     this.#cursors = deps.cursors;
   }

@@ -1,11 +1,11 @@
 import { type AliasableExpression, type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { eventFamily, initialDeliveryState } from '../webhooks/store.ts';
 import { EVENT_DATA, type EventData, type EventName } from './payloads.ts';
-import type { DeliveryState } from './tables.ts';
+import type { DeliveryState, EventTables } from './tables.ts';
 
 /** The events a state change records: every kind in `payloads.ts` but `ping` (sent only by `POST /webhook/test`). */
 export type EventType = Exclude<EventName, 'ping'>;
@@ -56,7 +56,7 @@ export function announceRecordedEvent(deliveryState: DeliveryState | null | unde
  * all, so no event is lost or recorded twice. The webhook dispatcher delivers it later, if the
  * partner's receiver wants it.
  */
-export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<T>): Promise<string> {
+export async function recordEvent<T extends EventType>(trx: Db<EventTables>, event: NewEvent<T>): Promise<string> {
   const { id, delivery_state } = await eventInsert(trx, event).returning('id').executeTakeFirstOrThrow();
   // After the insert: outside a transaction, the row is already there when the listeners hear of it.
   announceRecordedEvent(delivery_state);
@@ -69,7 +69,7 @@ export async function recordEvent<T extends EventType>(trx: Db, event: NewEvent<
  * `delivery_state`: the caller hands it to `announceRecordedEvent` once the statement has run, so the
  * listeners hear of it as they do of `recordEvent`'s.
  */
-export function eventInsert<T extends EventType>(qc: QueryCreator<Database>, event: NewEvent<T>) {
+export function eventInsert<T extends EventType>(qc: QueryCreator<EventTables>, event: NewEvent<T>) {
   return boundEventInsert(qc, eventValues(event));
 }
 
@@ -99,7 +99,7 @@ export function eventValues<T extends EventType>(event: NewEvent<T>): EventValue
 }
 
 /** `eventInsert` of values given one by one (each only bound): what a precompiled statement builds. */
-export function boundEventInsert(qc: QueryCreator<Database>, v: EventValues) {
+export function boundEventInsert(qc: QueryCreator<EventTables>, v: EventValues) {
   return boundEventInsertOf(qc, v, sql`${v.eventData}::jsonb`);
 }
 
@@ -109,7 +109,7 @@ export function boundEventInsert(qc: QueryCreator<Database>, v: EventValues) {
  * payload joined with what those rows give; decision 240), inserted only when `when` holds, if given.
  */
 export function boundEventInsertOf(
-  qc: QueryCreator<Database>,
+  qc: QueryCreator<EventTables>,
   v: Omit<EventValues, 'eventData'>,
   data: AliasableExpression<unknown>,
   when?: Expression<SqlBool>,
@@ -133,7 +133,7 @@ export function boundEventInsertOf(
 const STREAM_COLUMNS = ['id', 'type', 'created_at', 'partner_id', 'data'] as const;
 
 /** The partner's events of one mode with ids above `afterId`, oldest first (the event stream's read). */
-export function eventsAfter(db: Db, query: { partnerId: string; mode: KeyMode; afterId: string; limit: number }) {
+export function eventsAfter(db: Db<EventTables>, query: { partnerId: string; mode: KeyMode; afterId: string; limit: number }) {
   return db
     .selectFrom('events')
     .select(STREAM_COLUMNS)
@@ -146,7 +146,7 @@ export function eventsAfter(db: Db, query: { partnerId: string; mode: KeyMode; a
 }
 
 /** The id of the partner's newest event of one mode: where a stream without `Last-Event-ID` starts. */
-export async function newestEventId(db: Db, partnerId: string, mode: KeyMode): Promise<string | undefined> {
+export async function newestEventId(db: Db<EventTables>, partnerId: string, mode: KeyMode): Promise<string | undefined> {
   const row = await db
     .selectFrom('events')
     .select('id')

@@ -1,11 +1,12 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { idFloor, idTimeMs } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { serializeEventBody } from './schemas.ts';
 import { eventsAfter, newestEventId } from './store.ts';
+import type { EventTables } from './tables.ts';
 
 /**
  * `GET /events/stream`: the partner's events as server-sent events, for `tenantry listen` and any
@@ -45,12 +46,12 @@ export interface StreamRequest {
 }
 
 export class EventStreams {
-  readonly #db: Db;
+  readonly #db: Db<EventTables>;
   readonly #logger: Logger;
   readonly #options: EventStreamOptions;
   readonly #open = new Map<PassThrough, string>();
 
-  constructor(deps: { db: Db; logger: Logger; options?: Partial<EventStreamOptions> }) {
+  constructor(deps: { db: Db<EventTables>; logger: Logger; options?: Partial<EventStreamOptions> }) {
     this.#db = deps.db;
     this.#logger = deps.logger;
     this.#options = { ...DEFAULT_STREAM_OPTIONS, ...deps.options };

@@ -1,11 +1,12 @@
 import { type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
 import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { FailureCode } from '../platform/failures.ts';
 import { OPEN_STATUSES, OPERATION_STATUS } from './status.ts';
 import type { OperationRow } from './store.ts';
+import type { OperationTables } from './tables.ts';
 
 /*
  * The engine's side of the operations table: claims of due operations under a lease, their renewal and
@@ -28,7 +29,7 @@ export type DueOperation = OperationRow & { test_clock_offset_ms: number; lease_
  * restricts the claim to one partner and mode (the test clock's catch-up).
  */
 export async function claimDueOperations(
-  db: Db,
+  db: Db<OperationTables>,
   claim: { lease: string; now: Date; leaseUntil: Date; limit: number; partner?: { id: string; mode: KeyMode } },
 ): Promise<DueOperation[]> {
   const { lease, now, leaseUntil, limit, partner } = claim;
@@ -50,7 +51,12 @@ export async function claimDueOperations(
 }
 
 /** Whether a partner's mode still has due operations that some process holds (the catch-up waits for them). */
-export async function hasLeasedDueOperations(db: Db, partner: { id: string; mode: KeyMode }, modeNow: Date, now: Date): Promise<boolean> {
+export async function hasLeasedDueOperations(
+  db: Db<OperationTables>,
+  partner: { id: string; mode: KeyMode },
+  modeNow: Date,
+  now: Date,
+): Promise<boolean> {
   const row = await db
     .selectFrom('operations')
     .select('id')
@@ -73,7 +79,7 @@ const claimLeases = (claimed: Claimed[]) => [...new Set(claimed.map((op) => op.l
  * Extends the leases of claims still held, matched by operation and lease: an operation a later claim
  * took over is renewed only when that claim is among them.
  */
-export async function renewLeases(db: Db, claimed: Claimed[], until: Date): Promise<void> {
+export async function renewLeases(db: Db<OperationTables>, claimed: Claimed[], until: Date): Promise<void> {
   await db
     .updateTable('operations')
     .set({ lease_until: until })
@@ -83,7 +89,7 @@ export async function renewLeases(db: Db, claimed: Claimed[], until: Date): Prom
 }
 
 /** Gives back the leases of claims that will not be looked at (the process is stopping). */
-export async function releaseLeases(db: Db, claimed: Claimed[]): Promise<void> {
+export async function releaseLeases(db: Db<OperationTables>, claimed: Claimed[]): Promise<void> {
   await db
     .updateTable('operations')
     .set({ lease_owner: null, lease_until: null })
@@ -96,7 +102,7 @@ export async function releaseLeases(db: Db, claimed: Claimed[]): Promise<void> {
  * Gives back every lease (a process that alone opens the database starts: whoever held them is gone).
  * Answers how many there were.
  */
-export async function releaseAllLeases(db: Db): Promise<number> {
+export async function releaseAllLeases(db: Db<OperationTables>): Promise<number> {
   const result = await db
     .updateTable('operations')
     .set({ lease_owner: null, lease_until: null })
@@ -107,7 +113,11 @@ export async function releaseAllLeases(db: Db): Promise<number> {
 }
 
 /** An unfinished look: the next one is due at `dueAt`; the lease is given back. False when the claim's lease was lost. */
-export async function scheduleNextLook(db: Db, op: DueOperation, next: { dueAt: Date; now: Date; problem?: string }): Promise<boolean> {
+export async function scheduleNextLook(
+  db: Db<OperationTables>,
+  op: DueOperation,
+  next: { dueAt: Date; now: Date; problem?: string },
+): Promise<boolean> {
   const status = op.status === 'pending' ? OPERATION_STATUS.move('pending', 'running') : op.status;
   const result = await db
     .updateTable('operations')
@@ -168,13 +178,13 @@ type FinalOutcomeValue = { state: 'done' } | { state: 'failed'; code: FailureCod
  * still the operation's: a builder, for `finishOperation` and for a handler whose outcome is recorded in one
  * statement with the changes it makes (`OperationHandler.finishAlone`).
  */
-export function outcomeUpdate(qc: QueryCreator<Database>, a: OutcomeValues) {
+export function outcomeUpdate(qc: QueryCreator<OperationTables>, a: OutcomeValues) {
   return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease);
 }
 
 /** Every operation ends through one of these two statements (or a handler's own, built on `outcomeUpdate`): compiled once. */
-const recordOutcome = precompile((db: Db, a: OutcomeValues) => outcomeUpdate(db, a));
-const recordOutcomeWithEvent = precompile((db: Db, a: OutcomeValues & EventValues) =>
+const recordOutcome = precompile((db: Db<OperationTables>, a: OutcomeValues) => outcomeUpdate(db, a));
+const recordOutcomeWithEvent = precompile((db: Db<OperationTables>, a: OutcomeValues & EventValues) =>
   db
     .with('event', (qc) => boundEventInsert(qc, a))
     .updateTable('operations')
@@ -210,7 +220,7 @@ export function isOutcomeNotWhole(error: unknown): boolean {
  * back: the event was written by the same statement).
  */
 export async function finishOperation(
-  trx: Db,
+  trx: Db<OperationTables>,
   op: DueOperation,
   outcome: FinalOutcomeValue,
   now: Date,

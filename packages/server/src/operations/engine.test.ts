@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
+import type { Database } from '../app/database.ts';
 import { newEvent } from '../events/store.ts';
 import { systemClock } from '../infra/clock.ts';
 import { OperationEngine } from './engine.ts';
@@ -41,8 +42,8 @@ function newGate(): Gate & { pass(): Promise<StepOutcome> } {
 }
 
 /** A `customer.create` handler whose look waits until the test opens the gate (and whose finish is `finish`). */
-function gatedHandler(finish: OperationHandler['finish'] = async (_trx, _op, outcome) => ({ outcome })): {
-  handler: OperationHandler;
+function gatedHandler(finish: OperationHandler<unknown, Database>['finish'] = async (_trx, _op, outcome) => ({ outcome })): {
+  handler: OperationHandler<unknown, Database>;
   gate: Gate;
   looks: () => number;
 } {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Db } from '../app/database.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
 import { failureMessage } from '../platform/failures.ts';
@@ -19,7 +19,7 @@ import {
   scheduleNextLook,
 } from './claims.ts';
 import type { FinalOutcome, OperationHandler, StepOutcome, Sweep } from './handler.ts';
-import type { OperationType } from './tables.ts';
+import type { OperationTables, OperationType } from './tables.ts';
 
 /** partner-api.md, States rule 5: provisioning unfinished after 15 minutes fails with PROVISIONING_TIMEOUT. */
 export const PROVISIONING_TIMEOUT_MS = 15 * 60 * 1000;
@@ -44,8 +44,8 @@ const BACKOFF_MAX_MS = 5 * 60_000;
 /** A look that could not move is logged the first time and then at these counts, not at every retry. */
 const LOG_AT = new Set([1, 5, 20, 100]);
 
-export interface OperationEngineDeps {
-  db: Db;
+export interface OperationEngineDeps<Tables extends OperationTables = OperationTables> {
+  db: Db<Tables>;
   clock: Clock;
   logger: Logger;
   /**
@@ -75,9 +75,11 @@ export interface OperationEngineDeps {
  * platform call is idempotent, and an outcome commits only under its lease, which is its claim's own
  *. A partner's read never does this work; it only wakes the engine.
  */
-export class OperationEngine {
-  readonly #deps: OperationEngineDeps;
-  readonly #handlers = new Map<OperationType, OperationHandler>();
+export class OperationEngine<Tables extends OperationTables = OperationTables> {
+  readonly #deps: OperationEngineDeps<Tables>;
+  /** The handle for the engine's own statements, on its own tables. */
+  readonly #db: Db<OperationTables>;
+  readonly #handlers = new Map<OperationType, OperationHandler<unknown, Tables>>();
   readonly #sweeps: Sweep[] = [];
   /** This process's name in the leases it takes: each claim's lease is this name and the claim's number. */
   readonly #owner = `engine-${randomBytes(6).toString('hex')}`;
@@ -100,14 +102,15 @@ export class OperationEngine {
   /** The background loop's workers (an explicit pass with none configured still looks at one at a time). */
   readonly #workers: number;
 
-  constructor(deps: OperationEngineDeps) {
+  constructor(deps: OperationEngineDeps<Tables>) {
     this.#deps = deps;
+    this.#db = ownTables(deps.db);
     this.#workers = Math.max(deps.concurrency, 1);
     this.#poller = new Poller('operation engine', () => this.#claimPass(), deps.logger);
   }
 
-  register<Locked>(type: OperationType, handler: OperationHandler<Locked>): void {
-    this.#handlers.set(type, handler as OperationHandler);
+  register<Locked>(type: OperationType, handler: OperationHandler<Locked, Tables>): void {
+    this.#handlers.set(type, handler as OperationHandler<unknown, Tables>);
   }
 
   addSweep(sweep: Sweep): void {
@@ -120,7 +123,7 @@ export class OperationEngine {
       return;
     }
     if (this.#deps.exclusive) {
-      const released = await releaseAllLeases(this.#deps.db);
+      const released = await releaseAllLeases(this.#db);
       if (released > 0) this.#deps.logger.info({ released }, 'gave back operation leases a previous process left');
     }
     this.#renewal = this.#renewing(this.#held);
@@ -152,7 +155,7 @@ export class OperationEngine {
     while (this.#looks.size > 0) await Promise.all(this.#looks);
     clearInterval(this.#renewal);
     if (queued.length > 0)
-      await releaseLeases(this.#deps.db, queued).catch((err: unknown) =>
+      await releaseLeases(this.#db, queued).catch((err: unknown) =>
         this.#deps.logger.warn({ err }, 'giving back operation leases failed; they run out instead'),
       );
   }
@@ -170,7 +173,8 @@ export class OperationEngine {
       this.#missed = true;
       return false;
     }
-    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
+    const { clock, leaseMs = LEASE_MS } = this.#deps;
+    const db = this.#db;
     const now = clock.now();
     const claimed = await claimDueOperations(db, { lease: this.#lease(), now, leaseUntil: new Date(now.getTime() + leaseMs), limit });
     for (const op of claimed) {
@@ -207,7 +211,8 @@ export class OperationEngine {
    * then the due operations, each looked at before it answers. Returns how many operations it looked at.
    */
   async runDue(partner?: { id: string; mode: KeyMode }, options: { sweep?: boolean } = {}): Promise<number> {
-    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
+    const { clock, leaseMs = LEASE_MS } = this.#deps;
+    const db = this.#db;
     if (options.sweep !== false) for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
     const now = clock.now();
     const claimed = await claimDueOperations(db, {
@@ -244,7 +249,8 @@ export class OperationEngine {
    * while they are held: a slow platform call must not let another process take an operation over.
    */
   #renewing(held: Set<DueOperation>): NodeJS.Timeout {
-    const { db, clock, leaseMs = LEASE_MS } = this.#deps;
+    const { clock, leaseMs = LEASE_MS } = this.#deps;
+    const db = this.#db;
     return setInterval(() => {
       if (held.size === 0) return;
       renewLeases(db, [...held], new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
@@ -258,7 +264,8 @@ export class OperationEngine {
    * another pass holds (the test clock answers once whatever fell due has happened).
    */
   async drain(partner: { id: string; mode: KeyMode }, modeNow: () => Date): Promise<void> {
-    const { db, clock } = this.#deps;
+    const { clock } = this.#deps;
+    const db = this.#db;
     for (let i = 0; i < 10_000; i++) {
       if ((await this.runDue(partner)) > 0) continue;
       if (!(await hasLeasedDueOperations(db, partner, modeNow(), clock.now()))) return;
@@ -301,7 +308,7 @@ export class OperationEngine {
     try {
       if (outcome.state === 'in_progress') {
         const until = deadline && outcome.until > deadline ? deadline : outcome.until;
-        await scheduleNextLook(this.#deps.db, op, { dueAt: until, now });
+        await scheduleNextLook(this.#db, op, { dueAt: until, now });
         this.#poller.wakeIn(until.getTime() - now.getTime());
       } else if (outcome.state === 'unavailable') {
         if (isFirstOrMilestone(op))
@@ -312,17 +319,17 @@ export class OperationEngine {
         const backoff = outcome.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** Math.min(op.failed_looks, 20));
         const backoffUntil = new Date(now.getTime() + backoff);
         const dueAt = deadline && backoffUntil > deadline ? deadline : backoffUntil;
-        await scheduleNextLook(this.#deps.db, op, { dueAt, now, problem: outcome.reason });
+        await scheduleNextLook(this.#db, op, { dueAt, now, problem: outcome.reason });
         this.#poller.wakeIn(dueAt.getTime() - now.getTime());
       } else {
-        await this.#finish(op, handler as OperationHandler, outcome, ctx);
+        await this.#finish(op, handler as OperationHandler<unknown, Tables>, outcome, ctx);
       }
     } catch (err) {
       // The outcome could not be recorded (a deadlock, a lost connection): give the lease back so the
       // next look comes soon; if even that fails, the lease runs out and another process looks.
       logger.warn({ err, operation_id: op.id }, 'recording an operation outcome failed; it will be looked at again');
       const retry = new Date(now.getTime() + BACKOFF_BASE_MS);
-      await scheduleNextLook(this.#deps.db, op, {
+      await scheduleNextLook(this.#db, op, {
         dueAt: retry,
         now,
         problem: `recording failed: ${(err as Error).message}`,
@@ -330,7 +337,7 @@ export class OperationEngine {
     }
   }
 
-  async #finish(op: DueOperation, handler: OperationHandler, outcome: FinalOutcome, ctx: PlatformContext): Promise<void> {
+  async #finish(op: DueOperation, handler: OperationHandler<unknown, Tables>, outcome: FinalOutcome, ctx: PlatformContext): Promise<void> {
     const { logger } = this.#deps;
     const recorded = (await this.#finishAlone(op, handler, outcome, ctx)) ?? (await this.#finishLocked(op, handler, outcome, ctx));
     if (!recorded) return;
@@ -349,7 +356,7 @@ export class OperationEngine {
   }
 
   /** The handler's one statement, if it has one and the case is its common one: the outcome it recorded, or undefined. */
-  async #finishAlone(op: DueOperation, handler: OperationHandler, outcome: FinalOutcome, ctx: PlatformContext) {
+  async #finishAlone(op: DueOperation, handler: OperationHandler<unknown, Tables>, outcome: FinalOutcome, ctx: PlatformContext) {
     if (!handler.finishAlone) return undefined;
     const recording = outcomeValues(op, outcome, ctx.now);
     const recorded = await handler.finishAlone(this.#deps.db, op, outcome, ctx, recording).catch((error: unknown) => {
@@ -362,7 +369,7 @@ export class OperationEngine {
   }
 
   /** `lock` and `finish` in one short transaction, the outcome written under the lease: the recorded outcome, or undefined when the lease was lost. */
-  async #finishLocked(op: DueOperation, handler: OperationHandler, outcome: FinalOutcome, ctx: PlatformContext) {
+  async #finishLocked(op: DueOperation, handler: OperationHandler<unknown, Tables>, outcome: FinalOutcome, ctx: PlatformContext) {
     return this.#deps.db
       .transaction()
       .execute(async (trx) => {
@@ -372,7 +379,7 @@ export class OperationEngine {
         // claim took the operation over (ours ran out, or a deletion took the lease back and a process,
         // this one or another, claimed it again), that look decides, and everything this transaction
         // wrote goes back with the error.
-        if (!(await finishOperation(trx, op, final, ctx.now, event))) throw new LeaseLost();
+        if (!(await finishOperation(ownTables(trx), op, final, ctx.now, event))) throw new LeaseLost();
         return final;
       })
       .catch((error: unknown) => {
@@ -386,3 +393,12 @@ export class OperationEngine {
 class LeaseLost extends Error {}
 
 const isFirstOrMilestone = (op: { failed_looks: number }) => LOG_AT.has(op.failed_looks + 1) || (op.failed_looks + 1) % 500 === 0;
+
+/**
+ * The engine's own view of a handle on its handlers' tables, which include the operations' own
+ * (`Tables extends OperationTables`): TypeScript does not relate a handle on a type parameter to one
+ * on its constraint, so this says it once.
+ */
+function ownTables<Tables extends OperationTables>(db: Db<Tables>): Db<OperationTables> {
+  return db as unknown as Db<OperationTables>;
+}

@@ -1,10 +1,11 @@
-import type { Db } from '../app/database.ts';
 import type { NewEvent } from '../events/store.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type FailureCode, failureMessage } from '../platform/failures.ts';
 import type { PlatformContext, Progress } from '../platform/platform.ts';
 import type { OutcomeValues } from './claims.ts';
 import type { OperationRow } from './store.ts';
+import type { OperationTables } from './tables.ts';
 
 /**
  * What provisioning learned from the platform in a look that finished, for the resource's commit to
@@ -29,11 +30,11 @@ export type FinalOutcome = Done | { state: 'failed'; code: FailureCode; message:
  * then written in one statement, only while the operation's lease is still this process's (otherwise
  * the transaction rolls back).
  */
-export interface OperationHandler<Locked = unknown> {
+export interface OperationHandler<Locked = unknown, Tables = OperationTables> {
   advance(op: OperationRow, ctx: PlatformContext): Promise<StepOutcome>;
-  lock(trx: Db, op: OperationRow): Promise<Locked>;
+  lock(trx: Db<Tables>, op: OperationRow): Promise<Locked>;
   /** Applies the outcome; answers the outcome to record and the event that announces it. */
-  finish(trx: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, locked: Locked): Promise<Finished>;
+  finish(trx: Db<Tables>, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, locked: Locked): Promise<Finished>;
   /** After the outcome committed (caches that must not see the state before it). */
   committed?(op: OperationRow, outcome: FinalOutcome): void;
   /**
@@ -46,7 +47,7 @@ export interface OperationHandler<Locked = unknown> {
    * the whole with `outcomeWhole`, so that a lost lease, or a row no longer as expected, writes nothing
    * either.
    */
-  finishAlone?(db: Db, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, recording: OutcomeValues): Promise<boolean>;
+  finishAlone?(db: Db<Tables>, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, recording: OutcomeValues): Promise<boolean>;
 }
 
 /**

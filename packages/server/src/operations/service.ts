@@ -1,5 +1,5 @@
-import type { Db } from '../app/database.ts';
 import type { CustomerService } from '../customers/service.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { Tenant } from '../platform/tenant.ts';
@@ -7,9 +7,10 @@ import type { OperationEngine } from './engine.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { isOpen } from './status.ts';
 import { findCustomerOperation, latestCustomerUidWithOperations, listCustomerOperations, OPERATION_RETENTION_MS } from './store.ts';
+import type { OperationTables } from './tables.ts';
 
 export interface OperationServiceDeps {
-  db: Db;
+  db: Db<OperationTables>;
   cursors: CursorCodec;
   customers: CustomerService;
   engine: OperationEngine;

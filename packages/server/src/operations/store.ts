@@ -1,5 +1,5 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -7,7 +7,7 @@ import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { OPEN_STATUSES } from './status.ts';
-import type { OperationsTable, OperationType } from './tables.ts';
+import type { OperationsTable, OperationTables, OperationType } from './tables.ts';
 
 export type OperationRow = Selectable<OperationsTable>;
 
@@ -24,7 +24,7 @@ type NewOperation = {
   now: Date;
 };
 
-export async function insertOperation(trx: Db, op: NewOperation): Promise<OperationRow> {
+export async function insertOperation(trx: Db<OperationTables>, op: NewOperation): Promise<OperationRow> {
   const row = newOperationRow(op);
   await operationInsert(trx, row).execute();
   return row;
@@ -55,7 +55,7 @@ export function newOperationRow(op: NewOperation): OperationRow {
 }
 
 /** The operation's insert, to run alone or as a part of a create's one statement. */
-export function operationInsert(qc: QueryCreator<Database>, rows: OperationRow | readonly OperationRow[]) {
+export function operationInsert(qc: QueryCreator<OperationTables>, rows: OperationRow | readonly OperationRow[]) {
   return qc.insertInto('operations').values(rows);
 }
 
@@ -64,7 +64,7 @@ export function operationInsert(qc: QueryCreator<Database>, rows: OperationRow |
  * is the same beyond it, and a long queue costs no more to check), as a subquery: a create asks it in
  * one statement with its other checks, under the partner's lock.
  */
-export function openOperationCount(eb: ExpressionBuilder<Database, never>, partnerId: string, mode: KeyMode, upTo: number) {
+export function openOperationCount(eb: ExpressionBuilder<OperationTables, never>, partnerId: string, mode: KeyMode, upTo: number) {
   return eb
     .selectFrom((inner) =>
       inner
@@ -94,7 +94,12 @@ export function assertOperationSlotFree(open: number, max: number, retryAfterS: 
   }
 }
 
-export async function findCustomerOperation(db: Db, customerUid: string, id: string, since: Date): Promise<OperationRow | undefined> {
+export async function findCustomerOperation(
+  db: Db<OperationTables>,
+  customerUid: string,
+  id: string,
+  since: Date,
+): Promise<OperationRow | undefined> {
   return db
     .selectFrom('operations')
     .selectAll()
@@ -106,7 +111,7 @@ export async function findCustomerOperation(db: Db, customerUid: string, id: str
 
 /** A customer's operations of the last 7 days, newest first; the cursor names the last id returned. */
 export async function listCustomerOperations(
-  db: Db,
+  db: Db<OperationTables>,
   cursors: ScopedCursors,
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },
@@ -132,7 +137,7 @@ export async function listCustomerOperations(
  * deleted customer's operations (its `customer.delete` outcome included) stay readable by its id.
  */
 export async function latestCustomerUidWithOperations(
-  db: Db,
+  db: Db<OperationTables>,
   owner: { partnerId: string; mode: KeyMode },
   customerId: string,
   since: Date,
@@ -151,7 +156,7 @@ export async function latestCustomerUidWithOperations(
 }
 
 /** The latest operation of a kind for a customer (and project): what a repeated delete answers. */
-export async function latestOperation(db: Db, customerUid: string, type: OperationType, project: string | null = null) {
+export async function latestOperation(db: Db<OperationTables>, customerUid: string, type: OperationType, project: string | null = null) {
   return db
     .selectFrom('operations')
     .selectAll()
@@ -168,7 +173,7 @@ export async function latestOperation(db: Db, customerUid: string, type: Operati
  * CUSTOMER_DELETING). A look in flight loses its lease: what it found is out of date, so its outcome
  * is not recorded, and the next look sees the deletion.
  */
-export async function expediteCustomerOperations(trx: Db, customerUid: string, now: Date): Promise<void> {
+export async function expediteCustomerOperations(trx: Db<OperationTables>, customerUid: string, now: Date): Promise<void> {
   await trx
     .updateTable('operations')
     .set({ due_at: now, lease_owner: null, lease_until: null })
@@ -178,7 +183,7 @@ export async function expediteCustomerOperations(trx: Db, customerUid: string, n
 }
 
 /** Open operations whose looks keep failing (the platform does not answer, or a step throws): the operator's view. */
-export async function listStuckOperations(db: Db, minFailedLooks: number, limit: number): Promise<OperationRow[]> {
+export async function listStuckOperations(db: Db<OperationTables>, minFailedLooks: number, limit: number): Promise<OperationRow[]> {
   return db
     .selectFrom('operations')
     .selectAll()
@@ -191,7 +196,7 @@ export async function listStuckOperations(db: Db, minFailedLooks: number, limit:
 }
 
 /** The earliest due time among a partner's open operations of a mode (the test clock walks through them in order). */
-export async function nextDueAt(db: Db, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
+export async function nextDueAt(db: Db<OperationTables>, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
   const row = await db
     .selectFrom('operations')
     .select((eb) => eb.fn.min('due_at').as('due_at'))
@@ -202,7 +207,7 @@ export async function nextDueAt(db: Db, partner: { id: string; mode: KeyMode }):
   return row?.due_at ? new Date(row.due_at as unknown as string | Date) : undefined;
 }
 
-export async function deleteExpiredOperations(db: Db, now: Date): Promise<number> {
+export async function deleteExpiredOperations(db: Db<OperationTables>, now: Date): Promise<number> {
   const result = await db
     .deleteFrom('operations')
     .where('finished_at', '<', new Date(now.getTime() - OPERATION_RETENTION_MS))

@@ -1,7 +1,8 @@
-import type { Db } from '../app/database.ts';
 import { rememberBounded } from '../infra/bounded-map.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { findPartner, type PartnerRow } from './store.ts';
+import type { PartnerTables } from './tables.ts';
 
 /** At most this many partners are remembered per process; the oldest go first (decision 257). */
 const MAX_ENTRIES = 10_000;
@@ -13,13 +14,13 @@ const MAX_ENTRIES = 10_000;
  * once. Concurrent misses for one partner share one query.
  */
 export class PartnerCache {
-  readonly #db: Db;
+  readonly #db: Db<PartnerTables>;
   readonly #clock: Clock;
   readonly #ttlMs: number;
   readonly #entries = new Map<string, { row: PartnerRow | undefined; fetchedAtMs: number }>();
   readonly #inflight = new Map<string, Promise<PartnerRow | undefined>>();
 
-  constructor(db: Db, clock: Clock, ttlMs: number) {
+  constructor(db: Db<PartnerTables>, clock: Clock, ttlMs: number) {
     this.#db = db;
     this.#clock = clock;
     this.#ttlMs = ttlMs;

@@ -1,8 +1,9 @@
 import { sql } from 'kysely';
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { CUSTOMER_PREFIX_MAX } from './schemas.ts';
 import { findClashingPrefix, type PartnerRow } from './store.ts';
+import type { PartnerTables } from './tables.ts';
 
 /** The partner id cut to Kube-DC's 16 characters, without a trailing dash (a DNS label ends with a letter or digit). */
 export function defaultCustomerPrefix(partnerId: string): string {
@@ -27,7 +28,7 @@ export interface OverlappingPrefixes {
  * The pairs of partners whose prefixes overlap: what an earlier version could leave (prefixes were once the
  * ids, unchecked). A migration cannot choose new names for them, so start-up names them instead.
  */
-export async function findOverlappingPrefixes(db: Db): Promise<OverlappingPrefixes[]> {
+export async function findOverlappingPrefixes(db: Db<PartnerTables>): Promise<OverlappingPrefixes[]> {
   const rows = await db.selectFrom('partners').select(['id', 'customer_prefix']).execute();
   // Sorted by `<prefix>-`, the keys a key begins come right after it: each is compared with its run only.
   const sorted = rows
@@ -47,7 +48,7 @@ export async function findOverlappingPrefixes(db: Db): Promise<OverlappingPrefix
  * Taken by every write of a prefix before its check, in the same transaction: two operator calls cannot
  * both find no overlap and both write (`a` and `a-b` at once). Released at commit; prefixes change rarely.
  */
-export async function lockCustomerPrefixes(trx: Db): Promise<void> {
+export async function lockCustomerPrefixes(trx: Db<PartnerTables>): Promise<void> {
   await sql`select pg_advisory_xact_lock(hashtext('partners:customer-prefixes'))`.execute(trx);
 }
 
@@ -55,7 +56,7 @@ export async function lockCustomerPrefixes(trx: Db): Promise<void> {
  * 409 CONFLICT naming the partner whose prefix overlaps this one. The operator may see every partner; a
  * partner never sees this answer (its customer creates use the prefix they were given).
  */
-export async function assertPrefixFree(trx: Db, prefix: string, partnerId: string): Promise<void> {
+export async function assertPrefixFree(trx: Db<PartnerTables>, prefix: string, partnerId: string): Promise<void> {
   const clash = await findClashingPrefix(trx, prefix, partnerId);
   if (!clash) return;
   throw new ApiError(
@@ -78,7 +79,7 @@ function sharedName(prefix: string, other: PartnerRow): string {
  * A free prefix near the one wanted, for an operator who chose none: itself, else without dashes (which
  * cannot extend another prefix with a dash), numbered (`acmeco2`, `acmeco3`, ...) until no partner's overlaps.
  */
-export async function freePrefix(trx: Db, wanted: string): Promise<string> {
+export async function freePrefix(trx: Db<PartnerTables>, wanted: string): Promise<string> {
   const base = wanted.replace(/-/g, '');
   for (let n = 0; n < 1_000; n++) {
     const candidate = n === 0 ? wanted : n === 1 ? base : `${base.slice(0, CUSTOMER_PREFIX_MAX - String(n).length)}${n}`;

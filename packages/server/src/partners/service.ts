@@ -1,7 +1,8 @@
-import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
+import type { AuditTables } from '../audit/tables.ts';
 import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
@@ -9,6 +10,10 @@ import type { ManagedPartner } from './partner-resource.ts';
 import { assertPrefixFree, defaultCustomerPrefix, freePrefix, lockCustomerPrefixes } from './prefixes.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
 import { findPartner, findPartnerForUpdate, insertPartner, listPartners, type PartnerRow, updatePartner } from './store.ts';
+import type { PartnerTables } from './tables.ts';
+
+/** The partner service also writes the audit log. */
+type PartnerServiceDb = Db<PartnerTables & AuditTables>;
 
 /** Who asked for an operator change, for the audit log. */
 export interface OperatorActor {
@@ -17,14 +22,14 @@ export interface OperatorActor {
 }
 
 export interface PartnerServiceDeps {
-  db: Db;
+  db: PartnerServiceDb;
   clock: Clock;
   cursors: CursorCodec;
   cache: PartnerCache;
   /** How long a new partner's credentials take to provision (PARTNER_NOT_READY until then). */
   setupMs: number;
   /** Called in the transaction that suspends a partner. */
-  onPartnerSuspended: (trx: Db, partnerId: string) => Promise<void>;
+  onPartnerSuspended: (trx: PartnerServiceDb, partnerId: string) => Promise<void>;
 }
 
 function partnerStatus(row: PartnerRow, nowMs: number): Partner['status'] {
@@ -267,7 +272,7 @@ export class PartnerService {
     action: string,
     who: OperatorActor,
     decide: (row: PartnerRow, now: Date) => Partial<PartnerRow> | undefined,
-    also?: (trx: Db) => Promise<void>,
+    also?: (trx: PartnerServiceDb) => Promise<void>,
   ): Promise<Partner> {
     const { db, clock, cache } = this.#deps;
     const now = clock.now();

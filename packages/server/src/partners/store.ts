@@ -1,13 +1,13 @@
 import { type QueryCreator, type Selectable, sql } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
-import type { PartnersTable } from './tables.ts';
+import type { PartnersTable, PartnerTables } from './tables.ts';
 
 export type PartnerRow = Selectable<PartnersTable>;
 
-export async function findPartner(db: Db, id: string): Promise<PartnerRow | undefined> {
+export async function findPartner(db: Db<PartnerTables>, id: string): Promise<PartnerRow | undefined> {
   return db.selectFrom('partners').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
@@ -15,7 +15,7 @@ export async function findPartner(db: Db, id: string): Promise<PartnerRow | unde
  * Another partner whose customer prefix overlaps this one (prefixes.ts, prefixesOverlap): equal, or
  * extending it or extended by it with a dash.
  */
-export async function findClashingPrefix(db: Db, prefix: string, exceptPartnerId?: string): Promise<PartnerRow | undefined> {
+export async function findClashingPrefix(db: Db<PartnerTables>, prefix: string, exceptPartnerId?: string): Promise<PartnerRow | undefined> {
   return db
     .selectFrom('partners')
     .selectAll()
@@ -32,11 +32,11 @@ export async function findClashingPrefix(db: Db, prefix: string, exceptPartnerId
 }
 
 /** Reads the row under a lock, for a change in the same transaction. */
-export async function findPartnerForUpdate(trx: Db, id: string): Promise<PartnerRow | undefined> {
+export async function findPartnerForUpdate(trx: Db<PartnerTables>, id: string): Promise<PartnerRow | undefined> {
   return trx.selectFrom('partners').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
 }
 
-export async function insertPartner(trx: Db, row: PartnerRow): Promise<boolean> {
+export async function insertPartner(trx: Db<PartnerTables>, row: PartnerRow): Promise<boolean> {
   const result = await trx
     .insertInto('partners')
     .values(row)
@@ -45,12 +45,12 @@ export async function insertPartner(trx: Db, row: PartnerRow): Promise<boolean> 
   return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
 }
 
-export async function updatePartner(trx: Db, id: string, changes: Partial<PartnerRow>): Promise<PartnerRow> {
+export async function updatePartner(trx: Db<PartnerTables>, id: string, changes: Partial<PartnerRow>): Promise<PartnerRow> {
   return trx.updateTable('partners').set(changes).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
 }
 
 export async function listPartners<T>(
-  db: Db,
+  db: Db<PartnerTables>,
   cursors: ScopedCursors,
   query: { limit: number; cursor?: string | undefined },
   toItem: (row: PartnerRow) => T,
@@ -73,7 +73,7 @@ export async function listPartners<T>(
  * creating transaction ends, which keeps the partner's counts, names and pool exact under concurrent
  * creates. A builder: the create runs it in one statement with the capacity lock (decision 223).
  */
-export function newCustomerCounted(qc: QueryCreator<Database>, partnerId: string, mode: KeyMode) {
+export function newCustomerCounted(qc: QueryCreator<PartnerTables>, partnerId: string, mode: KeyMode) {
   return qc
     .updateTable('partners')
     .set((eb) =>
@@ -84,7 +84,7 @@ export function newCustomerCounted(qc: QueryCreator<Database>, partnerId: string
 }
 
 /** A partner's customer count of one mode (live and test customers are counted apart). */
-export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
+export async function adjustCustomerCount(trx: Db<PartnerTables>, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
   await trx
     .updateTable('partners')
     .set((eb) =>
@@ -101,7 +101,7 @@ export async function adjustCustomerCount(trx: Db, partnerId: string, mode: KeyM
  * are each checked against the offset before either moves it, so only the update itself can hold the
  * bound. The new offset.
  */
-export async function advanceTestClock(db: Db, partnerId: string, ms: number, maxMs: number): Promise<number> {
+export async function advanceTestClock(db: Db<PartnerTables>, partnerId: string, ms: number, maxMs: number): Promise<number> {
   const row = await db
     .updateTable('partners')
     .set({ test_clock_offset_ms: sql<number>`least(test_clock_offset_ms + ${ms}, ${maxMs})` })
@@ -112,6 +112,6 @@ export async function advanceTestClock(db: Db, partnerId: string, ms: number, ma
 }
 
 /** Puts the partner's test clock back on real time. */
-export async function resetTestClock(db: Db, partnerId: string): Promise<void> {
+export async function resetTestClock(db: Db<PartnerTables>, partnerId: string): Promise<void> {
   await db.updateTable('partners').set({ test_clock_offset_ms: 0 }).where('id', '=', partnerId).execute();
 }

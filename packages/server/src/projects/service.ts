@@ -1,15 +1,19 @@
-import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { customerIdByOrganization, lockCustomer } from '../customers/store.ts';
+import type { CustomerTables } from '../customers/tables.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
+import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from '../operations/schemas.ts';
 import { assertOperationSlotFree, insertOperation, latestOperation, openOperationCount } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { type Project, toProject } from './schemas.ts';
@@ -24,9 +28,13 @@ import {
   projectNamed,
   setProjectState,
 } from './store.ts';
+import type { ProjectTables } from './tables.ts';
+
+/** A project change also locks the partner and customer and queues an operation. */
+type ProjectServiceDb = Db<ProjectTables & PartnerTables & CustomerTables & OperationTables & IdempotencyTables>;
 
 export interface ProjectServiceDeps {
-  db: Db;
+  db: ProjectServiceDb;
   cursors: CursorCodec;
   customers: CustomerService;
   onOperationOpened: () => void;

@@ -1,9 +1,12 @@
-import type { Db } from '../app/database.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomerByUid, markQuotaToReapply } from '../customers/store.ts';
+import type { CustomerTables } from '../customers/tables.ts';
 import { newEvent } from '../events/store.ts';
+import type { EventTables } from '../events/tables.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail } from '../operations/handler.ts';
 import type { OperationRow } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
 import { type Project, toProject } from './schemas.ts';
 import {
@@ -17,6 +20,11 @@ import {
   setProjectState,
   settleProvisioningProject,
 } from './store.ts';
+import type { ProjectTables } from './tables.ts';
+
+/** A project's steps also lock its customer and record the operation's outcome and event. */
+type ProjectStepsTables = ProjectTables & CustomerTables & OperationTables & EventTables;
+type ProjectStepsDb = Db<ProjectStepsTables>;
 
 /** A project as the platform names it. */
 export function projectRef(
@@ -27,7 +35,7 @@ export function projectRef(
 }
 
 /** Records the address range the platform gave a project, unless the project has it already. */
-export async function keepAddressRange(db: Db, project: ProjectForPlatform, cidr: string): Promise<void> {
+export async function keepAddressRange(db: ProjectStepsDb, project: ProjectForPlatform, cidr: string): Promise<void> {
   if (project.cidr !== cidr) await recordAddressRange(db, project.uid, cidr);
 }
 
@@ -36,7 +44,7 @@ export async function keepAddressRange(db: Db, project: ProjectForPlatform, cidr
  * project), then the project itself. No transaction is open: the platform may take its time.
  */
 export async function advanceProject(
-  db: Db,
+  db: ProjectStepsDb,
   platform: Platform,
   ctx: PlatformContext,
   customer: CustomerRow,
@@ -59,7 +67,7 @@ export async function advanceProject(
  * its view for the event, or null.
  */
 export async function settleFirstProject(
-  trx: Db,
+  trx: ProjectStepsDb,
   customerUid: string,
   name: string,
   ok: boolean,
@@ -81,7 +89,7 @@ export function joinedProjectView(row: { [K in (typeof PROJECT_VIEW_COLUMNS)[num
 }
 
 /** A provisioning project turns ready or failed with its operation (in the operation's commit); its view for the event. */
-export async function settleProject(trx: Db, project: ProjectRow | undefined, ok: boolean, now: Date): Promise<Project | null> {
+export async function settleProject(trx: ProjectStepsDb, project: ProjectRow | undefined, ok: boolean, now: Date): Promise<Project | null> {
   if (!project) return null;
   if (project.state !== 'provisioning') return toProject(project);
   return toProject(await setProjectState(trx, project, ok ? 'ready' : 'failed', now));
@@ -93,9 +101,9 @@ interface Locked {
 }
 
 /** `project.create` and `project.delete`, registered with the operation engine. */
-export function registerProjectSteps(engine: OperationEngine, deps: { db: Db; platform: Platform }): void {
+export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>, deps: { db: ProjectStepsDb; platform: Platform }): void {
   const { db, platform } = deps;
-  const lock = async (trx: Db, op: OperationRow): Promise<Locked> => {
+  const lock = async (trx: ProjectStepsDb, op: OperationRow): Promise<Locked> => {
     const customer = await lockCustomerByUid(trx, op.customer_uid);
     return { customer, project: await lockProject(trx, op.customer_uid, op.project ?? '') };
   };

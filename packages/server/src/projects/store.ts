@@ -1,25 +1,25 @@
 import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Project, toProject } from './schemas.ts';
 import { PROJECT_STATE } from './state.ts';
-import type { ProjectsTable } from './tables.ts';
+import type { ProjectsTable, ProjectTables } from './tables.ts';
 
 export type ProjectRow = Selectable<ProjectsTable>;
 
-export async function insertProject(trx: Db, row: ProjectRow): Promise<void> {
+export async function insertProject(trx: Db<ProjectTables>, row: ProjectRow): Promise<void> {
   await projectInsert(trx, row).execute();
 }
 
 /** The project's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function projectInsert(qc: QueryCreator<Database>, rows: ProjectRow | readonly ProjectRow[]) {
+export function projectInsert(qc: QueryCreator<ProjectTables>, rows: ProjectRow | readonly ProjectRow[]) {
   return qc.insertInto('projects').values(rows);
 }
 
 /** Of `names`, those that are project namespaces on this platform scope (whoever's), as a subquery. */
-export function namespacesTaken(eb: ExpressionBuilder<Database, never>, scope: string, names: readonly string[]) {
+export function namespacesTaken(eb: ExpressionBuilder<ProjectTables, never>, scope: string, names: readonly string[]) {
   return eb
     .selectFrom('projects')
     .select(['namespace', 'name', 'customer_id', 'partner_id'])
@@ -31,7 +31,7 @@ export function namespacesTaken(eb: ExpressionBuilder<Database, never>, scope: s
  * The project (its name and customer) whose namespace is `namespace` on this platform scope, as a
  * subquery: names are one space with organizations', and a create checks them in one statement.
  */
-export function projectByNamespace(eb: ExpressionBuilder<Database, never>, scope: string, namespace: string) {
+export function projectByNamespace(eb: ExpressionBuilder<ProjectTables, never>, scope: string, namespace: string) {
   return eb.selectFrom('projects').select(['name', 'customer_id']).where('platform_scope', '=', scope).where('namespace', '=', namespace);
 }
 
@@ -43,11 +43,11 @@ export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[
  * The customer's project `name` as provisioning needs it, as a subquery: `customer.create` reads it with
  * its customer in one statement (decision 223).
  */
-export function projectForPlatform(qc: QueryCreator<Database>, customerUid: string, name: string) {
+export function projectForPlatform(qc: QueryCreator<ProjectTables>, customerUid: string, name: string) {
   return qc.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('name', '=', name);
 }
 
-export async function findProject(db: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
+export async function findProject(db: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectRow | undefined> {
   return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).where('name', '=', name).executeTakeFirst();
 }
 
@@ -75,7 +75,7 @@ export function projectViewJson(from: string) {
  * settles its first project in the statement that settles the customer (decision 224).
  */
 export function settleProvisioningProject(
-  qc: QueryCreator<Database>,
+  qc: QueryCreator<ProjectTables>,
   customerUid: string,
   name: string,
   to: 'ready' | 'failed',
@@ -94,7 +94,7 @@ export function settleProvisioningProject(
   );
 }
 
-export async function lockProject(trx: Db, customerUid: string, name: string): Promise<ProjectRow | undefined> {
+export async function lockProject(trx: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectRow | undefined> {
   return trx
     .selectFrom('projects')
     .selectAll()
@@ -105,7 +105,7 @@ export async function lockProject(trx: Db, customerUid: string, name: string): P
 }
 
 /** Moves a project's state, by its state machine only. */
-export async function setProjectState(trx: Db, row: ProjectRow, to: ProjectRow['state'], now: Date): Promise<ProjectRow> {
+export async function setProjectState(trx: Db<ProjectTables>, row: ProjectRow, to: ProjectRow['state'], now: Date): Promise<ProjectRow> {
   return trx
     .updateTable('projects')
     .set({ state: PROJECT_STATE.move(row.state, to), updated_at: now })
@@ -115,36 +115,36 @@ export async function setProjectState(trx: Db, row: ProjectRow, to: ProjectRow['
 }
 
 /** Records the address range the platform reserved for the project (the same one on every repeat). */
-export async function recordAddressRange(db: Db, uid: string, cidr: string): Promise<void> {
+export async function recordAddressRange(db: Db<ProjectTables>, uid: string, cidr: string): Promise<void> {
   await recordCidr(db, { uid, cidr });
 }
 
 /** Every project's provisioning records its range: compiled once (decision 233). */
-const recordCidr = precompile((db: Db, a: { uid: string; cidr: string }) =>
+const recordCidr = precompile((db: Db<ProjectTables>, a: { uid: string; cidr: string }) =>
   db.updateTable('projects').set({ cidr: a.cidr }).where('uid', '=', a.uid).where('cidr', 'is', null),
 );
 
-export async function removeProject(trx: Db, uid: string): Promise<void> {
+export async function removeProject(trx: Db<ProjectTables>, uid: string): Promise<void> {
   await trx.deleteFrom('projects').where('uid', '=', uid).execute();
 }
 
 /** How many projects the customer has, as a subquery (a project's create asks it with its other checks). */
-export function projectCount(eb: ExpressionBuilder<Database, never>, customerUid: string) {
+export function projectCount(eb: ExpressionBuilder<ProjectTables, never>, customerUid: string) {
   return eb.selectFrom('projects').select(sql<number>`count(*)::int`.as('n')).where('customer_uid', '=', customerUid);
 }
 
 /** The customer's project `name`, by name, as a subquery: null when it has none by that name. */
-export function projectNamed(eb: ExpressionBuilder<Database, never>, customerUid: string, name: string) {
+export function projectNamed(eb: ExpressionBuilder<ProjectTables, never>, customerUid: string, name: string) {
   return eb.selectFrom('projects').select('name').where('customer_uid', '=', customerUid).where('name', '=', name);
 }
 
 /** Every project of a customer, by name (at most the partner's project limit). */
-export async function allProjects(db: Db, customerUid: string): Promise<ProjectRow[]> {
+export async function allProjects(db: Db<ProjectTables>, customerUid: string): Promise<ProjectRow[]> {
   return db.selectFrom('projects').selectAll().where('customer_uid', '=', customerUid).orderBy('name').execute();
 }
 
 export async function listProjects(
-  db: Db,
+  db: Db<ProjectTables>,
   cursors: ScopedCursors,
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },

@@ -1,22 +1,26 @@
-import type { Db } from '../app/database.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { nextScheduledDeletion } from '../customers/store.ts';
+import type { CustomerTables } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { type FieldProblem, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { nextDueAt } from '../operations/store.ts';
+import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { advanceTestClock, findPartner, resetTestClock } from '../partners/store.ts';
+import type { PartnerTables } from '../partners/tables.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toUser, type User } from '../users/schemas.ts';
 import { setUserRequiredActions } from '../users/store.ts';
+import type { UserTables } from '../users/tables.ts';
 import { TEST_CLOCK_MAX_OFFSET_SECONDS } from './mode-clock.ts';
 import type { FailureRequest, WorkloadsRequest } from './schemas.ts';
 
 export interface TestHelperServiceDeps {
-  db: Db;
+  db: Db<CustomerTables & OperationTables & PartnerTables & UserTables>;
   clock: Clock;
   sandbox: SandboxPlatform;
   customers: CustomerService;

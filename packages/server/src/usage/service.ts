@@ -1,6 +1,7 @@
-import type { Db } from '../app/database.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import { findCustomer, type UsageSubjectRow, usageSubjects } from '../customers/store.ts';
+import type { CustomerTables } from '../customers/tables.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Platform, UsageTotals } from '../platform/platform.ts';
@@ -19,11 +20,11 @@ interface Window {
 
 /** `GET /usage` and `GET /customers/{id}/usage`: what the platform measured, per customer. */
 export class UsageService {
-  readonly #db: Db;
+  readonly #db: Db<CustomerTables>;
   readonly #cursors: CursorCodec;
   readonly #platform: Platform;
 
-  constructor(deps: { db: Db; cursors: CursorCodec; platform: Platform }) {
+  constructor(deps: { db: Db<CustomerTables>; cursors: CursorCodec; platform: Platform }) {
     this.#db = deps.db;
     this.#cursors = deps.cursors;
     this.#platform = deps.platform;

@@ -1,13 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
-import type { Db } from '../app/database.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/store.ts';
+import type { CustomerTables } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
+import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { reservedUsername } from '../platform/names.ts';
@@ -25,16 +27,20 @@ import {
   type UserRow,
   usersToReconcile,
 } from './store.ts';
+import type { UserTables } from './tables.ts';
+
+/** A user change also locks the customer and writes the idempotent answer. */
+type UserServiceDb = Db<UserTables & CustomerTables & IdempotencyTables>;
 
 export interface UserServiceDeps {
-  db: Db;
+  db: UserServiceDb;
   clock: Clock;
   logger: Logger;
   cursors: CursorCodec;
   platform: Platform;
   customers: CustomerService;
   /** Called in the transaction that removes a user: whatever was granted to that person ends with it. */
-  onUserRemoved: (trx: Db, userUid: string) => Promise<void>;
+  onUserRemoved: (trx: UserServiceDb, userUid: string) => Promise<void>;
 }
 
 /** How long a request waits for the identity provider to report a new user ready. */

@@ -1,26 +1,26 @@
 import type { QueryCreator, Selectable } from 'kysely';
-import type { Database, Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
-import type { UserPlatformState, UsersTable } from './tables.ts';
+import type { UserPlatformState, UsersTable, UserTables } from './tables.ts';
 
 export type UserRow = Selectable<UsersTable>;
 
 /** partner-api.md, Limits: at most the first 1,000 users of a customer (by username) are listable. */
 export const USERS_LISTABLE = 1000;
 
-export async function insertUser(trx: Db, row: UserRow): Promise<void> {
+export async function insertUser(trx: Db<UserTables>, row: UserRow): Promise<void> {
   await userInsert(trx, row).execute();
 }
 
 /** The user's insert, to run alone or as a part of a create's one statement (decision 223). */
-export function userInsert(qc: QueryCreator<Database>, rows: UserRow | readonly UserRow[]) {
+export function userInsert(qc: QueryCreator<UserTables>, rows: UserRow | readonly UserRow[]) {
   return qc.insertInto('users').values(rows);
 }
 
 /** A user of a customer by username (one being removed is already gone). */
-export async function findUser(db: Db, customerUid: string, username: string): Promise<UserRow | undefined> {
+export async function findUser(db: Db<UserTables>, customerUid: string, username: string): Promise<UserRow | undefined> {
   return db
     .selectFrom('users')
     .selectAll()
@@ -38,12 +38,12 @@ export type UserForPlatform = Pick<UserRow, (typeof USER_FOR_PLATFORM)[number]>;
  * The customer's owner as the platform needs it, as a subquery: `customer.create` reads it with its
  * customer and first project in one statement (decision 223).
  */
-export function ownerForPlatform(qc: QueryCreator<Database>, customerUid: string) {
+export function ownerForPlatform(qc: QueryCreator<UserTables>, customerUid: string) {
   return qc.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('is_owner', '=', true);
 }
 
 /** Moves a user's platform state (pending → ready, * → removing). */
-export async function setUserPlatformState(db: Db, uid: string, state: UserPlatformState, at: Date): Promise<void> {
+export async function setUserPlatformState(db: Db<UserTables>, uid: string, state: UserPlatformState, at: Date): Promise<void> {
   await db.updateTable('users').set({ platform_state: state, platform_state_at: at }).where('uid', '=', uid).execute();
 }
 
@@ -51,7 +51,7 @@ export async function setUserPlatformState(db: Db, uid: string, state: UserPlatf
  * The owner made on the platform with its customer (nothing done when it already was): written by the
  * creation's commit, as a part of the statement that settles the customer (decision 223).
  */
-export function ownerReadyUpdate(qc: QueryCreator<Database>, customerUid: string, at: Date) {
+export function ownerReadyUpdate(qc: QueryCreator<UserTables>, customerUid: string, at: Date) {
   return qc
     .updateTable('users')
     .set({ platform_state: 'ready', platform_state_at: at })
@@ -61,7 +61,7 @@ export function ownerReadyUpdate(qc: QueryCreator<Database>, customerUid: string
 }
 
 /** Users a request left half-made or half-removed before `before` (not owners: their customer's operation settles them). */
-export async function usersToReconcile(db: Db, before: Date, limit: number): Promise<UserRow[]> {
+export async function usersToReconcile(db: Db<UserTables>, before: Date, limit: number): Promise<UserRow[]> {
   return db
     .selectFrom('users')
     .selectAll()
@@ -73,16 +73,16 @@ export async function usersToReconcile(db: Db, before: Date, limit: number): Pro
     .execute();
 }
 
-export async function removeUserByUid(db: Db, uid: string): Promise<void> {
+export async function removeUserByUid(db: Db<UserTables>, uid: string): Promise<void> {
   await db.deleteFrom('users').where('uid', '=', uid).execute();
 }
 
-export async function findUserByUid(db: Db, uid: string): Promise<UserRow | undefined> {
+export async function findUserByUid(db: Db<UserTables>, uid: string): Promise<UserRow | undefined> {
   return db.selectFrom('users').selectAll().where('uid', '=', uid).executeTakeFirst();
 }
 
 export async function setUserRequiredActions(
-  trx: Db,
+  trx: Db<UserTables>,
   customerUid: string,
   username: string,
   actions: string[],
@@ -98,7 +98,7 @@ export async function setUserRequiredActions(
 
 /** Users by username, owner included, up to the 1,000th. */
 export async function listUsers(
-  db: Db,
+  db: Db<UserTables>,
   cursors: ScopedCursors,
   customerUid: string,
   query: { limit: number; cursor?: string | undefined },

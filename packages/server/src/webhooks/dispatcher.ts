@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
-import type { Db } from '../app/database.ts';
 import { serializeEventBody } from '../events/schemas.ts';
-import type { DeliveryState } from '../events/tables.ts';
+import type { DeliveryState, EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
 import { DELIVERY_STATE } from './delivery-state.ts';
@@ -13,6 +13,10 @@ import type { AttemptResult, WebhookSender } from './sender.ts';
 import { deliveryHeaders } from './service.ts';
 import { signDelivery } from './signature.ts';
 import { appendAttempts, type DeliveryTarget, type NewAttempt } from './store.ts';
+import type { WebhookTables } from './tables.ts';
+
+/** Delivery state lives on the events module's rows. */
+type DispatcherDb = Db<WebhookTables & EventTables>;
 
 /** partner-api.md, Receiver response and retry rules: 5 attempts, retried after 1, 2, 8 and 60 seconds. */
 export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
@@ -28,7 +32,7 @@ const FLUSH_DELAY_MS = 0;
 const WAKE_DELAY_MS = 5;
 
 export interface DispatcherDeps {
-  db: Db;
+  db: DispatcherDb;
   clock: Clock;
   logger: Logger;
   sender: WebhookSender;
@@ -274,7 +278,7 @@ export class WebhookDispatcher {
  * pending delivery to find them, decision 258), and re-checks the state and the lease on the row's newest
  * version: of two processes only one claims a row.
  */
-async function claim(db: Db, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
+async function claim(db: DispatcherDb, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {
   const result = await sql<ClaimedRow>`
     with due as materialized (
       select due.ctid from webhooks w

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { Db } from '../app/database.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { isSealed, type SecretBox } from '../infra/secrets/secret-box.ts';
+import type { WebhookTables } from './tables.ts';
 
 /**
  * Webhook signing secrets at rest. The current secret must stay recoverable
@@ -44,7 +45,7 @@ const context = (partnerId: string, mode: KeyMode) => `webhook:${partnerId}:${mo
  * At start: seals secrets an earlier version stored in plain text, and seals again those sealed
  * with an older key (a key rotation). Returns how many rows changed.
  */
-export async function resealWebhookSecrets(db: Db, box: SecretBox): Promise<number> {
+export async function resealWebhookSecrets(db: Db<WebhookTables>, box: SecretBox): Promise<number> {
   const rows = await db.selectFrom('webhooks').select(['partner_id', 'mode', 'secret']).execute();
   let changed = 0;
   for (const row of rows) {

@@ -1,10 +1,12 @@
 import type { Logger } from 'pino';
-import type { Db } from '../app/database.ts';
 import type { EventData } from '../events/payloads.ts';
+import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
+import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import { newId } from '../infra/ids.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import { requestTenant, type Tenant } from '../platform/tenant.ts';
@@ -25,6 +27,10 @@ import { secretFingerprint, type WebhookSecrets } from './secrets.ts';
 import type { WebhookSender } from './sender.ts';
 import { newSigningSecret, signDelivery } from './signature.ts';
 import { appendAttempts, findWebhook } from './store.ts';
+import type { WebhookTables } from './tables.ts';
+
+/** The webhook service also reads events and writes idempotent answers. */
+type WebhookServiceDb = Db<WebhookTables & EventTables & IdempotencyTables>;
 
 /** How long `previous_secret_valid_until` says retries signed with the old secret may still arrive. */
 export const PREVIOUS_SECRET_GRACE_MS = 5 * 60 * 1000;
@@ -32,7 +38,7 @@ export const PREVIOUS_SECRET_GRACE_MS = 5 * 60 * 1000;
 const notConfigured = () => new ApiError('NOT_CONFIGURED', 'No webhook is configured: PUT /webhook first.');
 
 export interface WebhookServiceDeps {
-  db: Db;
+  db: WebhookServiceDb;
   clock: Clock;
   cursors: CursorCodec;
   guard: DestinationGuard;

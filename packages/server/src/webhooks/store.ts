@@ -1,15 +1,15 @@
 import { sql } from 'kysely';
-import type { Db } from '../app/database.ts';
 import type { DeliveryState } from '../events/tables.ts';
+import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import type { WebhookAttemptsTable, WebhooksTable } from './tables.ts';
+import type { WebhookAttemptsTable, WebhooksTable, WebhookTables } from './tables.ts';
 
 /** partner-api.md, Limits: the delivery log keeps the 50 most recent attempts. */
 export const DELIVERY_LOG_SIZE = 50;
 
 export type WebhookRow = WebhooksTable;
 
-export function findWebhook(db: Db, partnerId: string, mode: KeyMode): Promise<WebhookRow | undefined> {
+export function findWebhook(db: Db<WebhookTables>, partnerId: string, mode: KeyMode): Promise<WebhookRow | undefined> {
   return db.selectFrom('webhooks').selectAll().where('partner_id', '=', partnerId).where('mode', '=', mode).executeTakeFirst();
 }
 
@@ -60,7 +60,11 @@ export interface DeliverySettlement {
  * The trim walks each touched log by its index, newest first, past those it keeps, and deletes the rest
  * by their place in the table (`ctid`): its cost is the log's, never the table's (decision 267).
  */
-export async function appendAttempts(db: Db, attempts: readonly NewAttempt[], settled: readonly DeliverySettlement[] = []): Promise<void> {
+export async function appendAttempts(
+  db: Db<WebhookTables>,
+  attempts: readonly NewAttempt[],
+  settled: readonly DeliverySettlement[] = [],
+): Promise<void> {
   if (attempts.length === 0) return;
   const logs = new Map<string, NewAttempt[]>();
   for (const attempt of attempts) {

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { Kysely } from 'kysely';
+import type { Db } from '../db/handle.ts';
 import { afterCommit, inTransaction } from '../db/transactions.ts';
 import { type CompletedKey, completeKey, completeKeys, type IdempotencyScope } from './store.ts';
 import type { IdempotencyTables } from './tables.ts';
@@ -38,8 +38,8 @@ export function currentAnswer(): PendingAnswer | undefined {
  * Writes each request's answer in `trx`, the one transaction that commits all their effects (a batch
  * of creates): as `answerWith` does for one request, with each request's answer given explicitly.
  */
-export async function answersFor<DB extends IdempotencyTables>(
-  trx: Kysely<DB>,
+export async function answersFor(
+  trx: Db<IdempotencyTables>,
   answers: ReadonlyArray<{ answer: PendingAnswer | undefined; data: unknown }>,
 ): Promise<void> {
   if (!inTransaction()) throw new Error('answersFor writes the answers in the transaction of the effects they answer for');
@@ -52,7 +52,7 @@ export async function answersFor<DB extends IdempotencyTables>(
     written.push({ answer, sent });
   }
   if (keys.length === 0) return;
-  await completeKeys(trx as unknown as Kysely<IdempotencyTables>, keys);
+  await completeKeys(trx, keys);
   afterCommit(() => {
     for (const { answer, sent } of written) answer.committed = sent;
   });
@@ -63,13 +63,12 @@ export async function answersFor<DB extends IdempotencyTables>(
  * `trx`: the transaction of the command whose effect the answer reports. A command calls it last in
  * that transaction, with what it returns; outside an idempotent request it does nothing. Answers `data`.
  */
-export async function answerWith<DB extends IdempotencyTables, T>(trx: Kysely<DB>, data: T): Promise<T> {
+export async function answerWith<T>(trx: Db<IdempotencyTables>, data: T): Promise<T> {
   const answer = running.getStore();
   if (answer === undefined) return data;
   if (!inTransaction()) throw new Error('answerWith writes the answer in the transaction of the effect it answers for');
   const { statusCode, sent, stored } = answer.render(data);
-  // The caller's transaction sees every module's tables; this module writes only its own.
-  await completeKey(trx as unknown as Kysely<IdempotencyTables>, answer.scope, answer.requestId, statusCode, stored);
+  await completeKey(trx, answer.scope, answer.requestId, statusCode, stored);
   afterCommit(() => {
     answer.committed = sent;
   });

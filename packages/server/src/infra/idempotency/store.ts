@@ -1,9 +1,10 @@
-import { type Kysely, sql } from 'kysely';
+import { sql } from 'kysely';
+import type { Db as Handle } from '../db/handle.ts';
 import type { KeyMode } from '../mode.ts';
 import type { IdempotencyTables } from './tables.ts';
 
 /** This module's own tables: infrastructure knows no domain module's. */
-type Db = Kysely<IdempotencyTables>;
+type Db = Handle<IdempotencyTables>;
 
 /** partner-api.md: keys are kept 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
