@@ -4,7 +4,7 @@ import { ApiError } from '../infra/errors/catalogue.ts';
 import type { BucketPolicy, RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter, ReservedRow } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import type { PartnerRow } from '../partners/store.ts';
+import type { PartnerRow } from '../partners/tables.ts';
 import { type AccessTokenCodec, TOKEN_LIFETIME_S, type VerifiedClaims } from './access-tokens.ts';
 import { DECOY_HASH, DECOY_KID, hashesMatch, hashSecret, parseKey } from './api-key-format.ts';
 import { addressAllowed } from './cidr.ts';

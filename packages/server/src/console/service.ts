@@ -1,7 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
-import type { CustomerRow } from '../customers/store.ts';
+import type { CustomerRow } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
@@ -9,9 +9,9 @@ import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { Platform } from '../platform/platform.ts';
 import { platformContext, type Tenant } from '../platform/tenant.ts';
 import type { ProjectService } from '../projects/service.ts';
-import type { ProjectRow } from '../projects/store.ts';
+import type { ProjectRow } from '../projects/tables.ts';
 import { type UserService, userRef } from '../users/service.ts';
-import type { UserRow } from '../users/store.ts';
+import type { UserRow } from '../users/tables.ts';
 import { deleteExpiredConsoleAccess, findSession, insertLogin, insertSession, revokeConsoleAccess, useLogin } from './store.ts';
 import type { ConsoleTables } from './tables.ts';
 

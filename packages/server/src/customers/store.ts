@@ -1,4 +1,4 @@
-import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import { releaseQuota } from '../capacity/store.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
@@ -9,18 +9,17 @@ import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { adjustCustomerCount } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
-import type { ProjectRow } from '../projects/store.ts';
-import type { ProjectTables } from '../projects/tables.ts';
+import type { ProjectRow, ProjectTables } from '../projects/tables.ts';
 import { CUSTOMER_COLUMNS, type Customer, toCustomer } from './schemas.ts';
 import { CUSTOMER_STATUS } from './status.ts';
-import type { CustomerStatus, CustomersTable, CustomerTables } from './tables.ts';
+import type { CustomerRow, CustomerStatus, CustomerTables } from './tables.ts';
 
 /** The single-customer read joins its projects in one statement (the projects module's table). */
 type WithProjectsDb = Db<CustomerTables & ProjectTables>;
 /** A removal also gives back the partner's count and the customer's quota, through their modules. */
 type RemovalDb = Db<CustomerTables & PartnerTables & CapacityTables>;
 
-export type CustomerRow = Selectable<CustomersTable>;
+export type { CustomerRow } from './tables.ts';
 
 interface Owner {
   partnerId: string;

@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import type { PartialResources, Resources } from '../capacity/resources.ts';
 import type { KeyMode } from '../infra/mode.ts';
 
@@ -67,3 +68,6 @@ export interface CustomerTables {
   customers: CustomersTable;
   customer_tombstones: CustomerTombstonesTable;
 }
+
+/** A row of `customers` as a query answers it. */
+export type CustomerRow = Selectable<CustomersTable>;

@@ -1,4 +1,4 @@
-import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
@@ -7,9 +7,9 @@ import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { OPEN_STATUSES } from './status.ts';
-import type { OperationsTable, OperationTables, OperationType } from './tables.ts';
+import type { OperationRow, OperationTables, OperationType } from './tables.ts';
 
-export type OperationRow = Selectable<OperationsTable>;
+export type { OperationRow } from './tables.ts';
 
 /** partner-api.md, Limits: operation records are kept 7 days. */
 export const OPERATION_RETENTION_MS = 7 * 24 * 3600 * 1000;

@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { Generated, Selectable } from 'kysely';
 import type { KeyMode } from '../infra/mode.ts';
 
 export type OperationType = 'customer.create' | 'customer.delete' | 'project.create' | 'project.delete';
@@ -37,3 +37,6 @@ export interface OperationsTable {
 export interface OperationTables {
   operations: OperationsTable;
 }
+
+/** A row of `operations` as a query answers it. */
+export type OperationRow = Selectable<OperationsTable>;

@@ -1,11 +1,11 @@
-import { type QueryCreator, type Selectable, sql } from 'kysely';
+import { type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
-import type { PartnersTable, PartnerTables } from './tables.ts';
+import type { PartnerRow, PartnerTables } from './tables.ts';
 
-export type PartnerRow = Selectable<PartnersTable>;
+export type { PartnerRow } from './tables.ts';
 
 export async function findPartner(db: Db<PartnerTables>, id: string): Promise<PartnerRow | undefined> {
   return db.selectFrom('partners').selectAll().where('id', '=', id).executeTakeFirst();

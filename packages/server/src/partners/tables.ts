@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { Generated, Selectable } from 'kysely';
 
 export type PartnerStatus = 'active' | 'suspended';
 
@@ -41,3 +41,6 @@ export interface PartnersTable {
 export interface PartnerTables {
   partners: PartnersTable;
 }
+
+/** A row of `partners` as a query answers it. */
+export type PartnerRow = Selectable<PartnersTable>;

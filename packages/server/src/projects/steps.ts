@@ -5,8 +5,7 @@ import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail } from '../operations/handler.ts';
-import type { OperationRow } from '../operations/store.ts';
-import type { OperationTables } from '../operations/tables.ts';
+import type { OperationRow, OperationTables } from '../operations/tables.ts';
 import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
 import { type Project, toProject } from './schemas.ts';
 import {

@@ -1,13 +1,13 @@
-import { type ExpressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
+import { type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { type Project, toProject } from './schemas.ts';
 import { PROJECT_STATE } from './state.ts';
-import type { ProjectsTable, ProjectTables } from './tables.ts';
+import type { ProjectRow, ProjectTables } from './tables.ts';
 
-export type ProjectRow = Selectable<ProjectsTable>;
+export type { ProjectRow } from './tables.ts';
 
 export async function insertProject(trx: Db<ProjectTables>, row: ProjectRow): Promise<void> {
   await projectInsert(trx, row).execute();

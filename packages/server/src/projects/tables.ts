@@ -1,3 +1,4 @@
+import type { Selectable } from 'kysely';
 import type { PlatformScope } from '../customers/tables.ts';
 import type { KeyMode } from '../infra/mode.ts';
 
@@ -22,3 +23,6 @@ export interface ProjectsTable {
 export interface ProjectTables {
   projects: ProjectsTable;
 }
+
+/** A row of `projects` as a query answers it. */
+export type ProjectRow = Selectable<ProjectsTable>;

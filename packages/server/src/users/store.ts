@@ -1,11 +1,11 @@
-import type { QueryCreator, Selectable } from 'kysely';
+import type { QueryCreator } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
-import type { UserPlatformState, UsersTable, UserTables } from './tables.ts';
+import type { UserPlatformState, UserRow, UserTables } from './tables.ts';
 
-export type UserRow = Selectable<UsersTable>;
+export type { UserRow } from './tables.ts';
 
 /** partner-api.md, Limits: at most the first 1,000 users of a customer (by username) are listable. */
 export const USERS_LISTABLE = 1000;

@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { Generated, Selectable } from 'kysely';
 import type { PlatformScope } from '../customers/tables.ts';
 import type { KeyMode } from '../infra/mode.ts';
 
@@ -35,3 +35,6 @@ export interface UsersTable {
 export interface UserTables {
   users: UsersTable;
 }
+
+/** A row of `users` as a query answers it. */
+export type UserRow = Selectable<UsersTable>;
