@@ -1,17 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { ok, success } from '../infra/http/envelope.ts';
 import { operatorOf } from '../operator/operator-auth.ts';
 import { PartnerId } from '../partners/schemas.ts';
+import type { PartnerService } from '../partners/service.ts';
 import { PlanId } from '../platform/names.ts';
 import { PartnerCapacity, Plan, SetCapacityRequest, SetGpuProfilesRequest, SetPartnerPlansRequest, SetPlanRequest } from './schemas.ts';
+import type { CapacityService } from './service.ts';
 
 const PartnerParams = Type.Object({ id: PartnerId }, { additionalProperties: false });
 const PlanParams = Type.Object({ id: PlanId }, { additionalProperties: false });
 
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  capacity: CapacityService;
+  partners: PartnerService;
+}
+
 /** CONTRACT §3: the plan catalogue, partners' plans, capacity pools and GPU profiles (audited). */
-export const capacityOperatorRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const capacityOperatorRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { capacity, partners } = services;
 
   app.get('/plans', { schema: { response: { 200: success(Type.Array(Plan)) } } }, async () => ok(await capacity.listPlans()));

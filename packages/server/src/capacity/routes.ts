@@ -1,12 +1,21 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { CustomerParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
+import type { QuotaService } from './quotas.ts';
 import { Capacity, CatalogQuery, CustomerPlan, Plan, PutPlanRequest, PutQuotaRequest, Quota } from './schemas.ts';
+import type { CapacityService } from './service.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  capacity: CapacityService;
+  options: { clock: Clock };
+  quotas: QuotaService;
+}
 
 /** partner-api.md, Endpoints, and CONTRACT §4, Quota, plan; Capacity. */
-export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { capacity, quotas, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
 

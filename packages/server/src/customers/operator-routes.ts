@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { ok, success } from '../infra/http/envelope.ts';
 import { operatorOf } from '../operator/operator-auth.ts';
 import { PartnerId } from '../partners/schemas.ts';
 import { CustomerId } from '../platform/names.ts';
+import type { CustomerService } from './service.ts';
 
 const HoldParams = Type.Object({ id: PartnerId, customer: CustomerId }, { additionalProperties: false });
 const ModeQuery = Type.Object(
@@ -19,8 +19,13 @@ const Hold = Type.Object({
   reason: Type.Union([Type.String(), Type.Null()]),
 });
 
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  customers: CustomerService;
+}
+
 /** The operator's hold on a customer (partner-api.md, States rule 7): while set, the partner's resume answers CONFLICT. Audited. */
-export const customerOperatorRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const customerOperatorRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { customers } = services;
   const target = (params: { id: string; customer: string }, mode: 'live' | 'test' | undefined) => ({
     partnerId: params.id,

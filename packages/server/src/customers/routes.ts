@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { emptyBodyIsObject } from '../infra/http/validation.ts';
 import { CustomerParams } from '../platform/names.ts';
@@ -17,9 +17,16 @@ import {
   SuspendRequest,
   SuspendResult,
 } from './schemas.ts';
+import type { CustomerService } from './service.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  customers: CustomerService;
+  options: { clock: Clock };
+}
 
 /** CONTRACT §4, Customers. Thin: validation by schema, the rules in CustomerService. */
-export const customerRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const customerRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { customers, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
 

@@ -1,12 +1,23 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Services } from '../app/services.ts';
+import type { AuthService } from '../auth/service.ts';
+import type { Clock } from '../infra/clock.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { listOf } from '../infra/http/envelope.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
+import type { EventService } from './service.ts';
+import type { EventStreams } from './stream.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  auth: AuthService;
+  eventStreams: EventStreams;
+  events: EventService;
+  options: { clock: Clock };
+}
 
 /** CONTRACT §4, Events: every event body of the partner, newest first, kept 30 days; and the same events as a stream. */
-export const eventRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const eventRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { events, eventStreams, auth, options } = services;
 
   app.get(

@@ -1,11 +1,18 @@
 import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { CONSOLE_COOKIE } from '../console/service.ts';
+import type { ConsoleSessionCache } from '../console/session-cache.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import type { OsImageCatalogue } from './catalogue.ts';
 import type { OsImage } from './fields.ts';
 import { OsImageSchema, OsImagesParams } from './schemas.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  consoleSessions: ConsoleSessionCache;
+  images: OsImageCatalogue;
+}
 
 /**
  * `GET /api/create-vm/{namespace}/os-images` (platform-deployment.md, CONTRACT §7): the catalogue as a
@@ -13,7 +20,7 @@ import { OsImageSchema, OsImagesParams } from './schemas.ts';
  * 401; a namespace the customer does not have (another customer's included): 404, so the answer never
  * tells whether a namespace exists elsewhere. The body is the catalogue serialised once per load.
  */
-export const imageRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const imageRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   await app.register(cookie);
   app.get(
     '/api/create-vm/:namespace/os-images',

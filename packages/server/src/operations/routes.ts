@@ -1,19 +1,26 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { CustomerId, CustomerParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { Operation } from './schemas.ts';
+import type { OperationService } from './service.ts';
 
 const OperationParams = Type.Object(
   { id: CustomerId, operation_id: Type.String({ pattern: '^op_[0-9a-z]{26}$' }) },
   { additionalProperties: false },
 );
 
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  operations: OperationService;
+  options: { clock: Clock };
+}
+
 /** partner-api.md, Operation; CONTRACT §4, Operations. */
-export const operationRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const operationRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { operations, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
 

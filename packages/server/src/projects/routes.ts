@@ -1,17 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { Operation } from '../operations/schemas.ts';
 import { CustomerParams, ProjectName, ProjectParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { Project } from './schemas.ts';
+import type { ProjectService } from './service.ts';
 
 const ProjectWithOperation = Type.Object({ project: Project, operation: Operation });
 
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  options: { clock: Clock };
+  projects: ProjectService;
+}
+
 /** CONTRACT §4, Projects. */
-export const projectRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const projectRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { projects, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
 

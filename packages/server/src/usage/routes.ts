@@ -1,12 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { CustomerParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { CustomerUsageQuery, UsageListQuery, UsageRecord } from './schemas.ts';
+import type { UsageService } from './service.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  options: { clock: Clock };
+  usage: UsageService;
+}
 
 /** partner-api.md, `GET /usage`, and CONTRACT §4, Capacity, usage (scope usage:read). */
-export const usageRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const usageRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { usage, options } = services;
 
   app.get(

@@ -1,14 +1,23 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
+import type { ConsoleService } from '../console/service.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { CustomerParams, UserParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { ConsoleLoginResult, CreateUserRequest, DeleteUserResult, User } from './schemas.ts';
+import type { UserService } from './service.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  console: ConsoleService;
+  options: { clock: Clock };
+  users: UserService;
+}
 
 /** CONTRACT §4, Users and Console login. */
-export const userRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const userRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { users, console: consoleService, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
 

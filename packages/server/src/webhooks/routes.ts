@@ -1,13 +1,20 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { requestTenant } from '../platform/tenant.ts';
 import { DeleteWebhookResult, DeliveryRecord, PutWebhookRequest, SecretRotation, TestDeliveryResult, WebhookConfig } from './schemas.ts';
+import type { WebhookService } from './service.ts';
+
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  options: { clock: Clock };
+  webhooks: WebhookService;
+}
 
 /** partner-api.md, Endpoints: the webhook receiver, its secret, its test ping and its delivery log. */
-export const webhookRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const webhookRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { webhooks, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
   // A secret in a response must not be kept by any cache on the way.
