@@ -1,10 +1,9 @@
 import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { CONSOLE_CSS, consoleErrorPage } from './page.ts';
 import { CONSOLE_COOKIE } from './service.ts';
-import { ConsoleQuery, consoleVmRoutes, renderConsole } from './vm-routes.ts';
+import { ConsoleQuery, type ConsoleRouteServices, consoleVmRoutes, renderConsole } from './vm-routes.ts';
 
 /**
  * The console (CONTRACT §7), served beside the partner API on the same
@@ -18,7 +17,7 @@ export const CONSOLE_SECURITY_HEADERS = {
   'x-content-type-options': 'nosniff',
 } as const;
 
-export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: ConsoleRouteServices }> = async (app, { services }) => {
   const { console: consoleService, options } = services;
   const secure = () => options.publicUrl().startsWith('https://');
   await app.register(cookie);

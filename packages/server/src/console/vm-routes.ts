@@ -3,12 +3,12 @@ import formbody from '@fastify/formbody';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { PlatformUnavailableError } from '../platform/platform.ts';
 import { fromOwnOrigin } from './csrf.ts';
 import { consoleErrorPage, consolePage } from './page.ts';
+import type { ConsoleService } from './service.ts';
 import { CONSOLE_COOKIE, type ConsoleSession } from './service.ts';
-import type { FormErrors, VmRequest } from './vms.ts';
+import type { ConsoleVmService, FormErrors, VmRequest } from './vms.ts';
 
 /** The form's script, read once; served as a file, since the console's Content-Security-Policy allows no inline script. */
 const CONSOLE_JS = readFileSync(new URL('./assets/console.js', import.meta.url));
@@ -25,9 +25,16 @@ function sendPage(reply: FastifyReply, status: number, html: string): FastifyRep
   return reply.code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(html);
 }
 
+/** What the console's routes use of the services the composition root wires. */
+export interface ConsoleRouteServices {
+  console: ConsoleService;
+  vms: ConsoleVmService;
+  options: { publicUrl: () => string };
+}
+
 /** The console page of a signed-in user, optionally with a posted form shown again with its problems. */
 export async function renderConsole(
-  services: Services,
+  services: ConsoleRouteServices,
   reply: FastifyReply,
   session: ConsoleSession,
   options: {
@@ -68,7 +75,7 @@ async function platformAnswer<T>(reply: FastifyReply, run: () => Promise<T>): Pr
  * The console's VM routes: its static files and the form's POST. The POST answers pages, not JSON: a
  * refused request shows why, and a created VM redirects (303) to the console, which lists it.
  */
-export const consoleVmRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const consoleVmRoutes: FastifyPluginAsyncTypebox<{ services: ConsoleRouteServices }> = async (app, { services }) => {
   // Forms post as application/x-www-form-urlencoded; only the console's routes accept it.
   await app.register(formbody, { bodyLimit: 16 * 1024 });
 

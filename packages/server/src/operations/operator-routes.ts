@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { ok, success } from '../infra/http/envelope.ts';
-import { listStuckOperations } from './store.ts';
+import type { OperationService } from './service.ts';
 
 const StuckQuery = Type.Object(
   {
@@ -30,13 +29,16 @@ const StuckOperation = Type.Object({
  * step throws. They are retried with backoff for ever (a teardown cannot fail); this is where an
  * operator sees them (`tenantry operations stuck`).
  */
-export const operationOperatorRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
-  const { database } = services.options;
+export const operationOperatorRoutes: FastifyPluginAsyncTypebox<{ services: { operations: OperationService } }> = async (
+  app,
+  { services },
+) => {
+  const { operations } = services;
   app.get(
     '/operations/stuck',
     { schema: { querystring: StuckQuery, response: { 200: success(Type.Array(StuckOperation)) } } },
     async (request) => {
-      const rows = await listStuckOperations(database.db, request.query.min_failed_looks ?? 5, request.query.limit ?? 50);
+      const rows = await operations.stuck(request.query.min_failed_looks ?? 5, request.query.limit ?? 50);
       return ok(
         rows.map((row) => ({
           id: row.id,

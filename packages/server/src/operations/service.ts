@@ -6,7 +6,14 @@ import type { Tenant } from '../platform/tenant.ts';
 import type { OperationEngine } from './engine.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { isOpen } from './status.ts';
-import { findCustomerOperation, latestCustomerUidWithOperations, listCustomerOperations, OPERATION_RETENTION_MS } from './store.ts';
+import {
+  findCustomerOperation,
+  latestCustomerUidWithOperations,
+  listCustomerOperations,
+  listStuckOperations,
+  OPERATION_RETENTION_MS,
+  type OperationRow,
+} from './store.ts';
 import type { OperationTables } from './tables.ts';
 
 export interface OperationServiceDeps {
@@ -28,6 +35,11 @@ export class OperationService {
 
   constructor(deps: OperationServiceDeps) {
     this.#deps = deps;
+  }
+
+  /** Operations whose looks keep failing (at least `minFailedLooks` in a row), for the operator. */
+  stuck(minFailedLooks: number, limit: number): Promise<OperationRow[]> {
+    return listStuckOperations(this.#deps.db, minFailedLooks, limit);
   }
 
   async list(tenant: Tenant, customerId: string, query: { limit: number; cursor?: string | undefined }): Promise<Page<Operation>> {

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Services } from '../app/services.ts';
+import type { Clock } from '../infra/clock.ts';
 import { ok, success } from '../infra/http/envelope.ts';
 import { CustomerParams, UserParams } from '../platform/names.ts';
 import { requestTenant } from '../platform/tenant.ts';
@@ -13,9 +13,12 @@ import {
   WorkloadsRequest,
   WorkloadsResult,
 } from './schemas.ts';
+import type { TestHelperService } from './service.ts';
 
 /** CONTRACT §5, `/test-helpers`: test-mode tokens only; a live token is answered 404 before anything else. */
-export const testHelperRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const testHelperRoutes: FastifyPluginAsyncTypebox<{
+  services: { testHelpers: TestHelperService; options: { clock: Clock } };
+}> = async (app, { services }) => {
   const { testHelpers, options } = services;
   const tenant = (request: Parameters<typeof requestTenant>[0]) => requestTenant(request, options.clock);
 
