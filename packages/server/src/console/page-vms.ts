@@ -1,6 +1,6 @@
 import { DEFAULT_MINIMUMS, VM_LIMITS } from '../images/fields.ts';
-import type { ConsolePageView } from './page.ts';
 import { badge, escapeHtml } from './page-html.ts';
+import type { ConsolePageView } from './page-view.ts';
 import type { FormField, VmView } from './vms.ts';
 
 /** DNS_LABEL (platform/names.ts) for the `pattern` attribute, which browsers compile with the `v` flag. */

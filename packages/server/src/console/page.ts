@@ -1,22 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { badge, escapeHtml, layout } from './page-html.ts';
+import type { ConsolePageView } from './page-view.ts';
 import { vmFormSection, vmTableSection } from './page-vms.ts';
-import type { ConsoleSession } from './service.ts';
-import type { FormErrors, VmRequest, VmView } from './vms.ts';
 
 /** The console's stylesheet, served as a file: the console's Content-Security-Policy allows no inline style. */
 export const CONSOLE_CSS = readFileSync(new URL('./assets/console.css', import.meta.url), 'utf8');
-
-export interface ConsolePageView {
-  session: ConsoleSession;
-  vms: VmView[];
-  /** The project the form starts on (`?project=`), if it is one of the customer's. */
-  project: string | null;
-  /** A VM just created (`?created=`), announced once. */
-  created: string | null;
-  /** The posted form, shown again with its problems. */
-  form?: { values: Partial<VmRequest>; errors: FormErrors };
-}
 
 /** The console: the customer, its projects, its VMs and the form that creates one. */
 export function consolePage(view: ConsolePageView): string {

@@ -1,15 +1,15 @@
 import { stringify } from 'yaml';
 import type { Scheduler } from '../../infra/scheduler.ts';
-import type { ClusterConfig } from '../cluster-config.ts';
 import { type ConfigOptions, loadClusterConfig, readOptionalFile } from '../inputs.ts';
 import { type BootstrapKube, unreadable } from '../kube.ts';
-import { type NetworkFacts, readNetwork } from '../network.ts';
+import { readNetwork } from '../network.ts';
 import { EXIT, type ExitCode, type Io, json, table } from '../output.ts';
 import { nodeFacts } from '../topology/facts.ts';
 import { evaluateAnchors, renderDoctor } from './doctor.ts';
 import { anchorJob } from './job.ts';
+import type { AnchorPlan } from './plan.ts';
 import { runJobs } from './run.ts';
-import { type ResolvedAnchor, type Violation, validateAnchors } from './validate.ts';
+import { type Violation, validateAnchors } from './validate.ts';
 
 export interface AnchorOptions extends ConfigOptions {
   json?: boolean;
@@ -26,14 +26,6 @@ export interface AnchorOptions extends ConfigOptions {
   keepJobs?: boolean;
   dryRun?: boolean;
   scheduler: Scheduler;
-}
-
-export interface AnchorPlan {
-  config: ClusterConfig;
-  network: NetworkFacts;
-  iface: string;
-  anchors: ResolvedAnchor[];
-  violations: Violation[];
 }
 
 /** Reads the configuration and the cluster and runs every anchor rule (both commands start here). */

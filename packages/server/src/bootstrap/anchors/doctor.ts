@@ -1,7 +1,7 @@
 import { KEYS } from '../cluster-config.ts';
 import { type Address, parseCidr, sameAddress } from '../ip.ts';
 import { table } from '../output.ts';
-import type { AnchorPlan } from './commands.ts';
+import type { AnchorPlan } from './plan.ts';
 import type { JobOutcome } from './run.ts';
 
 interface NodeAnchorState {

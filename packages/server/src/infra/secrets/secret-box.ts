@@ -90,3 +90,9 @@ export class SecretBox {
     return sealedKeyId(sealed) !== this.activeKeyId;
   }
 }
+
+/** Where keys came from, as a refusal names it: the setting to change, and the variable or file that held them. */
+export interface SecretKeyOrigin {
+  variable: 'TENANTRY_SECRET_KEY' | 'TENANTRY_SECRET_KEY_FILE' | 'TENANTRY_DATA_DIR';
+  from: string;
+}

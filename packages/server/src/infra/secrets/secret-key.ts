@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import { writePrivateFile } from '../data-dir.ts';
 import { ConfigError } from '../errors/config-error.ts';
-import { SECRET_KEY_BYTES, SecretBox, secretKeyId } from './secret-box.ts';
+import { SECRET_KEY_BYTES, SecretBox, type SecretKeyOrigin, secretKeyId } from './secret-box.ts';
 import { sealedWithKey } from './server-secrets.ts';
 import type { SecretTables } from './tables.ts';
 
@@ -24,12 +24,6 @@ export interface SecretKeySettings {
 }
 
 export const DATA_DIR_KEY_FILE = 'secret-key';
-
-/** Where keys came from, as a refusal names it: the setting to change, and the variable or file that held them. */
-export interface SecretKeyOrigin {
-  variable: 'TENANTRY_SECRET_KEY' | 'TENANTRY_SECRET_KEY_FILE' | 'TENANTRY_DATA_DIR';
-  from: string;
-}
 
 export interface LoadedSecretKeys {
   box: SecretBox;

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { ConfigError } from '../errors/config-error.ts';
-import { isSealed, type SecretBox, SecretKeyError, sealedKeyId } from './secret-box.ts';
-import type { SecretKeyOrigin } from './secret-key.ts';
+import { isSealed, type SecretBox, SecretKeyError, type SecretKeyOrigin, sealedKeyId } from './secret-box.ts';
 import type { SecretTables } from './tables.ts';
 
 /** This module's own tables: infrastructure knows no domain module's. */
