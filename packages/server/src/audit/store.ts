@@ -17,7 +17,7 @@ export interface AuditRecord {
   at: Date;
 }
 
-export async function writeAudit(trx: Db<AuditTables>, record: AuditRecord): Promise<void> {
+export async function insertAudit(trx: Db<AuditTables>, record: AuditRecord): Promise<void> {
   await trx
     .insertInto('audit_log')
     .values({
@@ -34,7 +34,7 @@ export async function writeAudit(trx: Db<AuditTables>, record: AuditRecord): Pro
     .execute();
 }
 
-export async function listAudit(
+export async function selectAuditPage(
   db: Db<AuditTables>,
   cursors: ScopedCursors,
   query: { partner?: string | undefined; limit: number; cursor?: string | undefined },

@@ -1,4 +1,4 @@
-import { writeAudit } from '../audit/store.ts';
+import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';

@@ -1,4 +1,4 @@
-import type { NewEvent } from '../events/store.ts';
+import type { NewEvent } from '../events/payloads.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { expediteCustomerOperations, insertOperation, type OperationRow } from '../operations/store.ts';

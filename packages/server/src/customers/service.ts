@@ -1,4 +1,4 @@
-import { writeAudit } from '../audit/store.ts';
+import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
 import { recordEvent } from '../events/store.ts';

@@ -1,6 +1,7 @@
 import { type Static, type TSchema, Type } from 'typebox';
 import { Quota } from '../capacity/schemas.ts';
 import { CustomerStatus } from '../customers/schemas.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import { OperationError } from '../operations/schemas.ts';
 import { Project } from '../projects/schemas.ts';
 import { EventBody } from './schemas.ts';
@@ -73,4 +74,23 @@ export function eventSchemaName(event: EventName): string {
 /** The body a delivery of `event` carries (partner-api.md, Event body), with its `data` schema. */
 export function eventBodySchema<T extends EventName>(event: T) {
   return Type.Object({ ...EventBody.properties, event: Type.Literal(event), data: EVENT_DATA[event] }, { title: eventSchemaName(event) });
+}
+
+/** The events a state change records: every kind in `payloads.ts` but `ping` (sent only by `POST /webhook/test`). */
+export type EventType = Exclude<EventName, 'ping'>;
+export const EVENT_TYPES = (Object.keys(EVENT_DATA) as EventName[]).filter((name): name is EventType => name !== 'ping');
+
+export interface NewEvent<T extends EventType = EventType> {
+  partnerId: string;
+  mode: KeyMode;
+  type: T;
+  /** Typed by the event's schema (`payloads.ts`), which the OpenAPI document publishes. */
+  data: EventData<T>;
+  /** The partner's mode clock at the change. */
+  at: Date;
+}
+
+/** An event typed by its kind's payload (`payloads.ts`), for an operation's outcome to announce (`Finished`). */
+export function newEvent<T extends EventType>(event: NewEvent<T>): NewEvent {
+  return event;
 }

@@ -4,27 +4,11 @@ import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { eventFamily, initialDeliveryState } from '../webhooks/store.ts';
-import { EVENT_DATA, type EventData, type EventName } from './payloads.ts';
+import { EVENT_TYPES, type EventType, type NewEvent, newEvent } from './payloads.ts';
+
+export { EVENT_TYPES, type EventType, type NewEvent, newEvent };
+
 import type { DeliveryState, EventTables } from './tables.ts';
-
-/** The events a state change records: every kind in `payloads.ts` but `ping` (sent only by `POST /webhook/test`). */
-export type EventType = Exclude<EventName, 'ping'>;
-export const EVENT_TYPES = (Object.keys(EVENT_DATA) as EventName[]).filter((name): name is EventType => name !== 'ping');
-
-export interface NewEvent<T extends EventType = EventType> {
-  partnerId: string;
-  mode: KeyMode;
-  type: T;
-  /** Typed by the event's schema (`payloads.ts`), which the OpenAPI document publishes. */
-  data: EventData<T>;
-  /** The partner's mode clock at the change. */
-  at: Date;
-}
-
-/** An event typed by its kind's payload (`payloads.ts`), for an operation's outcome to announce (`Finished`). */
-export function newEvent<T extends EventType>(event: NewEvent<T>): NewEvent {
-  return event;
-}
 
 const recordedListeners = new Set<() => void>();
 

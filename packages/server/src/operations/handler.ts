@@ -1,4 +1,4 @@
-import type { NewEvent } from '../events/store.ts';
+import type { NewEvent } from '../events/payloads.ts';
 import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type FailureCode, failureMessage } from '../platform/failures.ts';

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
 import { AuditEntry, AuditQuery } from '../audit/schemas.ts';
-import { listAudit } from '../audit/store.ts';
+import { listAudit } from '../audit/service.ts';
 import { ApiKey, IssuedKey, IssueKeyRequest } from '../auth/keys-schemas.ts';
 import { listOf as list, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';

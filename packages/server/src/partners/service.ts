@@ -1,4 +1,4 @@
-import { writeAudit } from '../audit/store.ts';
+import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
 import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';

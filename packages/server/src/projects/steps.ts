@@ -1,6 +1,6 @@
 import { type CustomerRow, findCustomerByUid, lockCustomerByUid, markQuotaToReapply } from '../customers/store.ts';
 import type { CustomerTables } from '../customers/tables.ts';
-import { newEvent } from '../events/store.ts';
+import { newEvent } from '../events/payloads.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
 import type { OperationEngine } from '../operations/engine.ts';

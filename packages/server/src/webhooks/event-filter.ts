@@ -1,4 +1,4 @@
-import { EVENT_TYPES } from '../events/store.ts';
+import { EVENT_TYPES } from '../events/payloads.ts';
 import { eventFamily } from './store.ts';
 
 /** Families a filter may name (`customer.*`), derived from the event names. */
