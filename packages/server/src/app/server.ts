@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
-import { onEventsRecorded } from '../events/store.ts';
 import type { EventStreamOptions } from '../events/stream.ts';
 import { catalogueSourceFor } from '../images/source-for.ts';
 import { type Clock, systemClock } from '../infra/clock.ts';
@@ -15,7 +14,6 @@ import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { createDataDirKey, loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { keepTickShape } from '../infra/tick-shape.ts';
-import { deleteExpiredOperations } from '../operations/store.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import { findOverlappingPrefixes } from '../partners/prefixes.ts';
 import type { Platform } from '../platform/platform.ts';
@@ -220,7 +218,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const partnerWatcher = config.watchPartners ? await startPartnerWatcher(config.watchPartners, services, logger) : undefined;
     await services.dispatcher.start(options.webhookPollMs);
     // Events committed here wake the dispatcher at once; the poll interval covers other processes' events.
-    const stopEventWakes = onEventsRecorded(() => services.dispatcher.eventsRecorded());
+    const stopEventWakes = services.events.onRecorded(() => services.dispatcher.eventsRecorded());
     // PGlite has no autovacuum (a single-user backend): the server does its work (decision 269). A
     // PostgreSQL server's own autovacuum does it there.
     const upkeep = database.embedded
@@ -230,7 +228,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const maintenance = setInterval(() => {
       const now = clock.now();
       deleteExpiredKeys(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
-      deleteExpiredOperations(database.db, now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
+      services.operations.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
       services.vms.deleteOrphanRecords().catch((err: unknown) => logger.warn({ err }, 'console VM records cleanup failed'));
       services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));

@@ -3,7 +3,7 @@ import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Tenant } from '../platform/tenant.ts';
 import { type EventBody, toEventBody } from './schemas.ts';
-import { EVENT_TYPES } from './store.ts';
+import { EVENT_TYPES, onEventsRecorded } from './store.ts';
 import type { EventTables } from './tables.ts';
 
 /** CONTRACT §4, Events: event bodies are kept 30 days. */
@@ -44,6 +44,14 @@ export class EventService {
     }
     const rows = await select.execute();
     return toPage(rows, query.limit, toEventBody, (last) => cursors.encode('events', filters, [last.id]));
+  }
+
+  /**
+   * Calls `listener` after each commit that recorded events (the webhook dispatcher wakes on it).
+   * Returns the function that stops the calls.
+   */
+  onRecorded(listener: () => void): () => void {
+    return onEventsRecorded(listener);
   }
 
   /** Drops event bodies older than the retention (their deliveries ended long before). */

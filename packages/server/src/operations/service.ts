@@ -7,6 +7,7 @@ import type { OperationEngine } from './engine.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { isOpen } from './status.ts';
 import {
+  deleteExpiredOperations,
   findCustomerOperation,
   latestCustomerUidWithOperations,
   listCustomerOperations,
@@ -35,6 +36,11 @@ export class OperationService {
 
   constructor(deps: OperationServiceDeps) {
     this.#deps = deps;
+  }
+
+  /** Drops finished operations past their retention (7 days); answers how many. */
+  deleteExpired(now: Date): Promise<number> {
+    return deleteExpiredOperations(this.#deps.db, now);
   }
 
   /** Operations whose looks keep failing (at least `minFailedLooks` in a row), for the operator. */
