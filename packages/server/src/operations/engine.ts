@@ -174,9 +174,8 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
       return false;
     }
     const { clock, leaseMs = LEASE_MS } = this.#deps;
-    const db = this.#db;
     const now = clock.now();
-    const claimed = await claimDueOperations(db, { lease: this.#lease(), now, leaseUntil: new Date(now.getTime() + leaseMs), limit });
+    const claimed = await claimDueOperations(this.#db, { lease: this.#lease(), now, leaseUntil: new Date(now.getTime() + leaseMs), limit });
     for (const op of claimed) {
       this.#held.add(op);
       this.#queue.push(op);
@@ -212,10 +211,9 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
    */
   async runDue(partner?: { id: string; mode: KeyMode }, options: { sweep?: boolean } = {}): Promise<number> {
     const { clock, leaseMs = LEASE_MS } = this.#deps;
-    const db = this.#db;
     if (options.sweep !== false) for (const sweep of this.#sweeps) await sweep(partner ? { partner } : {});
     const now = clock.now();
-    const claimed = await claimDueOperations(db, {
+    const claimed = await claimDueOperations(this.#db, {
       lease: this.#lease(),
       now,
       leaseUntil: new Date(now.getTime() + leaseMs),
@@ -250,10 +248,9 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
    */
   #renewing(held: Set<DueOperation>): NodeJS.Timeout {
     const { clock, leaseMs = LEASE_MS } = this.#deps;
-    const db = this.#db;
     return setInterval(() => {
       if (held.size === 0) return;
-      renewLeases(db, [...held], new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
+      renewLeases(this.#db, [...held], new Date(clock.nowMs() + leaseMs)).catch((err: unknown) =>
         this.#deps.logger.warn({ err }, 'renewing operation leases failed'),
       );
     }, leaseMs / 4);
@@ -265,10 +262,9 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
    */
   async drain(partner: { id: string; mode: KeyMode }, modeNow: () => Date): Promise<void> {
     const { clock } = this.#deps;
-    const db = this.#db;
     for (let i = 0; i < 10_000; i++) {
       if ((await this.runDue(partner)) > 0) continue;
-      if (!(await hasLeasedDueOperations(db, partner, modeNow(), clock.now()))) return;
+      if (!(await hasLeasedDueOperations(this.#db, partner, modeNow(), clock.now()))) return;
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
   }
@@ -394,11 +390,7 @@ class LeaseLost extends Error {}
 
 const isFirstOrMilestone = (op: { failed_looks: number }) => LOG_AT.has(op.failed_looks + 1) || (op.failed_looks + 1) % 500 === 0;
 
-/**
- * The engine's own view of a handle on its handlers' tables, which include the operations' own
- * (`Tables extends OperationTables`): TypeScript does not relate a handle on a type parameter to one
- * on its constraint, so this says it once.
- */
+/** A handle on the handlers' tables as one on the operations' own: TypeScript does not relate a type parameter's handle to its constraint's. */
 function ownTables<Tables extends OperationTables>(db: Db<Tables>): Db<OperationTables> {
   return db as unknown as Db<OperationTables>;
 }
