@@ -1,6 +1,7 @@
 import type { DeleteQueryBuilder, DeleteResult, Expression, QueryCreator, SqlBool } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
@@ -11,7 +12,6 @@ import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { latestOperation } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
 import { type CreatedCustomer, CustomerCreation } from './create.ts';
 import { describeStatus, organizationRef, requireActiveCustomer, resumedEvent, startTeardown, suspendedEvent } from './lifecycle.ts';

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/store.ts';
@@ -12,7 +13,6 @@ import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { reservedUsername } from '../platform/names.ts';
 import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
   findUser,
