@@ -1,4 +1,4 @@
-import type { DeleteQueryBuilder, DeleteResult, Expression, QueryCreator, SqlBool } from 'kysely';
+import type { DeleteQueryBuilder, DeleteResult, QueryCreator } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
@@ -42,7 +42,7 @@ export interface CustomerServiceDeps {
    * A customer's suspension or deletion ends its users' console access: the deletes, built on `qc` (the
    * database or the suspending or deleting transaction), each written only when `when` holds, if given.
    */
-  revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string, when?: Expression<SqlBool>) => EndingParts;
+  revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string) => EndingParts;
 }
 
 const DAY_MS = 24 * 3600 * 1000;
