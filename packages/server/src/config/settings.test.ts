@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from './config.ts';
+import { ConfigError, loadConfig } from './config.ts';
 
 import { SETTINGS, type Setting } from './settings.ts';
 
@@ -77,4 +77,24 @@ test('TENANTRY_DATABASE_STATEMENT_CACHE: 256 by default, 0 (off) to 4096, anythi
   for (const bad of ['4097', 'many', '-1', '1.5']) {
     assert.throws(() => loadConfig(platformDrivers, { TENANTRY_DATABASE_STATEMENT_CACHE: bad }), /TENANTRY_DATABASE_STATEMENT_CACHE/, bad);
   }
+});
+
+test('TENANTRY_PLATFORM names a driver of the registry it is given, which reads its own settings', () => {
+  const third = {
+    name: 'third',
+    readSettings: (get: (name: string) => string | undefined) => {
+      const url = get('TENANTRY_THIRD_URL');
+      if (!url) throw new ConfigError('TENANTRY_THIRD_URL', 'is required');
+      return { url };
+    },
+  };
+  const drivers = [...platformDrivers, { name: 'kubernetes', readSettings: () => undefined }, third];
+  const config = loadConfig(drivers, { TENANTRY_PLATFORM: 'third', TENANTRY_THIRD_URL: 'https://third.example' });
+  assert.equal(config.platform, 'third');
+  assert.deepEqual(config.platformSettings, { url: 'https://third.example' });
+  assert.throws(() => loadConfig(drivers, { TENANTRY_PLATFORM: 'third' }), /^ConfigError: TENANTRY_THIRD_URL: is required$/);
+  assert.throws(
+    () => loadConfig(drivers, { TENANTRY_PLATFORM: 'fourth' }),
+    /TENANTRY_PLATFORM: must be "sandbox", "kubernetes" or "third", got "fourth"/,
+  );
 });
