@@ -103,7 +103,7 @@ export async function applyQuota(s: Sandbox, ctx: PlatformContext, org: Organiza
 }
 
 /**
- * A new customer in one statement a look (`provisionWhole`, decision 260) where the calls one by one
+ * A new customer in one statement a look (`provisionWhole`) where the calls one by one
  * take five: not where a failure may be injected (test mode's `customer.create`), and not where the
  * statement stops short of what the calls decide (an organization going or failed, a range the
  * allocator has to look harder for, a project that failed): undefined, and the calls take over.

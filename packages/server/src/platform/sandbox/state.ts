@@ -35,7 +35,7 @@ export const scopeOf = (ctx: PlatformContext): SandboxScope => (ctx.mode === 'li
 
 /**
  * A new object, or the one already there (a repeat after a crash finds the first insert's object: the
- * same outcome, never a second failure): one statement, compiled once (decision 233).
+ * same outcome, never a second failure): one statement, compiled once.
  */
 const insertObjectStatement = precompile(
   (

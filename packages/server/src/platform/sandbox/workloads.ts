@@ -54,7 +54,7 @@ export async function gpuUsage(s: Sandbox, ctx: PlatformContext, org: Organizati
 }
 
 async function setRunning(s: Sandbox, ctx: PlatformContext, organization: string, running: boolean): Promise<Workloads> {
-  // The common case in one statement (decision 254): a stop, or a start of an organization that runs
+  // The common case in one statement: a stop, or a start of an organization that runs
   // nothing, whose open usage span ends and none begins. The update's own condition is checked on
   // the row as it is when the update locks it. A start of something (a new span) takes the transaction.
   const scope = scopeOf(ctx);
