@@ -2,7 +2,7 @@ import type { Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
-import type { OperatorActor } from '../partners/service.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import { findPartner } from '../partners/store.ts';
 import { generateKey } from './api-key-format.ts';
 import { normaliseCidrs } from './cidr.ts';

@@ -1,11 +1,11 @@
 import type { Db } from '../app/database.ts';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
 import { recordEvent } from '../events/store.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import type { Platform } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { assertGpuReduction, assertGrantable, assertPerCustomer, assertPoolFits, assertProjectCaps } from './checks.ts';
 import { add, normalize, type PartialResources, type Resources, subtract, ZERO } from './resources.ts';
 import type { Plan, PutQuotaRequest, Quota } from './schemas.ts';

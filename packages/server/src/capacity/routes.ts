@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../app/services.ts';
+import { requestTenant } from '../auth/tenant.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { CustomerParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { Capacity, CatalogQuery, CustomerPlan, Plan, PutPlanRequest, PutQuotaRequest, Quota } from './schemas.ts';
 
 /** partner-api.md, Endpoints, and CONTRACT §4, Quota, plan; Capacity. */

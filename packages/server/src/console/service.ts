@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Db } from '../app/database.ts';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { CustomerRow } from '../customers/store.ts';
@@ -7,7 +8,6 @@ import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { Platform } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import type { ProjectService } from '../projects/service.ts';
 import type { ProjectRow } from '../projects/store.ts';
 import { type UserService, userRef } from '../users/service.ts';

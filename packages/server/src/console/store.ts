@@ -1,4 +1,4 @@
-import type { DeleteQueryBuilder, DeleteResult, Expression, QueryCreator, SqlBool } from 'kysely';
+import type { DeleteQueryBuilder, DeleteResult, QueryCreator } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 
 /** Inserts a one-time login link (only its hash). */
@@ -62,18 +62,17 @@ export async function revokeConsoleAccess(trx: Db, who: { userUid: string } | { 
 }
 
 /**
- * One customer's console access ended as two deletes (its login links, its sessions) for a statement or
- * transaction of the caller's, which suspends or deletes the customer: each deletes only when `when` holds, if given
- * (a condition on the statement's other parts: decision 254).
+ * One customer's console access ended as two deletes (its login links, its sessions) for the transaction of
+ * the caller's that suspends or deletes the customer.
  */
 export function customerConsoleRevocation(
   qc: QueryCreator<Database>,
   customerUid: string,
-  when?: Expression<SqlBool>,
 ): readonly [DeleteQueryBuilder<Database, 'console_logins', DeleteResult>, DeleteQueryBuilder<Database, 'console_sessions', DeleteResult>] {
-  const logins = qc.deleteFrom('console_logins').where('customer_uid', '=', customerUid);
-  const sessions = qc.deleteFrom('console_sessions').where('customer_uid', '=', customerUid);
-  return when ? [logins.where(when), sessions.where(when)] : [logins, sessions];
+  return [
+    qc.deleteFrom('console_logins').where('customer_uid', '=', customerUid),
+    qc.deleteFrom('console_sessions').where('customer_uid', '=', customerUid),
+  ];
 }
 
 export async function deleteExpiredConsoleAccess(db: Db, now: Date): Promise<void> {

@@ -3,10 +3,10 @@ import { organizationRef } from '../customers/lifecycle.ts';
 import type { OsImageCatalogue } from '../images/catalogue.ts';
 import { featureList, minimumsOf, type OsImage, VM_LIMITS } from '../images/fields.ts';
 import type { Clock } from '../infra/clock.ts';
+import { modeNowMs } from '../infra/mode.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { DNS_LABEL } from '../platform/names.ts';
 import type { Platform, PlatformContext, PlatformVm } from '../platform/platform.ts';
-import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { ConsoleSession } from './service.ts';
 
 /** A VM as the console lists it: the platform says it exists and runs, the console's record adds the rest. */

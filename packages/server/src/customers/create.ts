@@ -1,5 +1,6 @@
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Db } from '../app/database.ts';
+import type { Tenant } from '../auth/tenant.ts';
 import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
 import { lockAllocation, saveAllocation } from '../capacity/store.ts';
 import type { Clock } from '../infra/clock.ts';
@@ -13,7 +14,6 @@ import { assertOperationSlotFree, openOperationCount, operationInsert } from '..
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { adjustCustomerCount, findPartnerForUpdate, type PartnerRow } from '../partners/store.ts';
 import { NAMESPACE_MAX, reservedUsername } from '../platform/names.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { namespacesTaken, projectInsert } from '../projects/store.ts';
 import { userInsert } from '../users/store.ts';
 import { type NewCustomerRows, newCustomerRows } from './create-rows.ts';

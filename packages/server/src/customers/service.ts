@@ -1,17 +1,17 @@
-import type { DeleteQueryBuilder, DeleteResult, Expression, QueryCreator, SqlBool } from 'kysely';
+import type { DeleteQueryBuilder, DeleteResult, QueryCreator } from 'kysely';
 import type { Database, Db } from '../app/database.ts';
 import { writeAudit } from '../audit/store.ts';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { recordEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { latestOperation } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import type { OperatorActor } from '../partners/service.ts';
 import { type Platform, type Workloads, workloadsRunning } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toProject } from '../projects/schemas.ts';
 import { type CreatedCustomer, CustomerCreation } from './create.ts';
 import { describeStatus, organizationRef, requireActiveCustomer, resumedEvent, startTeardown, suspendedEvent } from './lifecycle.ts';
@@ -42,7 +42,7 @@ export interface CustomerServiceDeps {
    * A customer's suspension or deletion ends its users' console access: the deletes, built on `qc` (the
    * database or the suspending or deleting transaction), each written only when `when` holds, if given.
    */
-  revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string, when?: Expression<SqlBool>) => EndingParts;
+  revokeConsoleAccess: (qc: QueryCreator<Database>, customerUid: string) => EndingParts;
 }
 
 const DAY_MS = 24 * 3600 * 1000;

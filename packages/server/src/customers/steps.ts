@@ -6,6 +6,7 @@ import type { EventData } from '../events/payloads.ts';
 import { announceRecordedEvent, boundEventInsertOf, type EventValues, eventValues, newEvent } from '../events/store.ts';
 import type { Clock } from '../infra/clock.ts';
 import { precompile } from '../infra/db/precompiled.ts';
+import { modeNowMs } from '../infra/mode.ts';
 import { type OutcomeValues, outcomeUpdate, outcomeWhole } from '../operations/claims.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail, inOrder } from '../operations/handler.ts';
@@ -16,7 +17,6 @@ import type { Platform, PlatformContext, Progress } from '../platform/platform.t
 import type { Project } from '../projects/schemas.ts';
 import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
 import { PROJECT_VIEW_COLUMNS, projectForPlatform, projectViewJson, settleProvisioningProject } from '../projects/store.ts';
-import { modeNowMs } from '../test-mode/mode-clock.ts';
 import { type UserService, userSpec } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';

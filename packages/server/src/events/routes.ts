@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../app/services.ts';
+import { requestTenant } from '../auth/tenant.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { listOf } from '../infra/http/envelope.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
 
 /** CONTRACT §4, Events: every event body of the partner, newest first, kept 30 days; and the same events as a stream. */

@@ -1,7 +1,7 @@
 import type { Db } from '../app/database.ts';
+import type { Tenant } from '../auth/tenant.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { type EventBody, toEventBody } from './schemas.ts';
 import { EVENT_TYPES } from './store.ts';
 

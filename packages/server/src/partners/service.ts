@@ -3,18 +3,13 @@ import { writeAudit } from '../audit/store.ts';
 import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
 import type { ManagedPartner } from './partner-resource.ts';
 import { assertPrefixFree, defaultCustomerPrefix, freePrefix, lockCustomerPrefixes } from './prefixes.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
 import { findPartner, findPartnerForUpdate, insertPartner, listPartners, type PartnerRow, updatePartner } from './store.ts';
-
-/** Who asked for an operator change, for the audit log. */
-export interface OperatorActor {
-  actor: string;
-  requestId: string;
-}
 
 export interface PartnerServiceDeps {
   db: Db;

@@ -1,4 +1,5 @@
 import type { Db } from '../app/database.ts';
+import type { Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { customerIdByOrganization, lockCustomer } from '../customers/store.ts';
@@ -11,7 +12,6 @@ import { type Operation, toOperation } from '../operations/schemas.ts';
 import { assertOperationSlotFree, insertOperation, latestOperation, openOperationCount } from '../operations/store.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,

@@ -1,4 +1,5 @@
 import type { Db } from '../app/database.ts';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { nextScheduledDeletion } from '../customers/store.ts';
@@ -9,7 +10,6 @@ import { nextDueAt } from '../operations/store.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { advanceTestClock, findPartner, resetTestClock } from '../partners/store.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toUser, type User } from '../users/schemas.ts';
 import { setUserRequiredActions } from '../users/store.ts';
 import { TEST_CLOCK_MAX_OFFSET_SECONDS } from './mode-clock.ts';

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Services } from '../app/services.ts';
+import { requestTenant } from '../auth/tenant.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { CustomerParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { CustomerUsageQuery, UsageListQuery, UsageRecord } from './schemas.ts';
 
 /** partner-api.md, `GET /usage`, and CONTRACT §4, Capacity, usage (scope usage:read). */

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../app/services.ts';
+import { requestTenant } from '../auth/tenant.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { DeleteWebhookResult, DeliveryRecord, PutWebhookRequest, SecretRotation, TestDeliveryResult, WebhookConfig } from './schemas.ts';
 
 /** partner-api.md, Endpoints: the webhook receiver, its secret, its test ping and its delivery log. */

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db } from '../app/database.ts';
+import { requestTenant, type Tenant } from '../auth/tenant.ts';
 import type { EventData } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
@@ -7,7 +8,6 @@ import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
 import { newId } from '../infra/ids.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import { requestTenant, type Tenant } from '../platform/tenant.ts';
 import { DELIVERY_STATE } from './delivery-state.ts';
 import type { DestinationGuard } from './destination.ts';
 import { urlShapeProblem } from './destination.ts';
