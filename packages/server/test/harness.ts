@@ -9,6 +9,7 @@ import type { Services } from '../src/app/services.ts';
 import { loadConfig } from '../src/config/config.ts';
 import type { EventStreamOptions } from '../src/events/stream.ts';
 import { ManualClock } from '../src/infra/clock.ts';
+import { platformDrivers } from '../src/platform/drivers.ts';
 import type { Resolver } from '../src/webhooks/destination.ts';
 
 /**
@@ -125,7 +126,7 @@ export async function startTestServer(target: TestDatabase, options: TestServerO
       done();
     },
   });
-  const config = loadConfig({
+  const config = loadConfig(platformDrivers, {
     TENANTRY_LISTEN: '127.0.0.1:0',
     TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
     TENANTRY_OPERATOR_TOKEN: randomBytes(24).toString('hex'),

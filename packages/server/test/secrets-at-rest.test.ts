@@ -10,6 +10,7 @@ import { ConfigError, loadConfig } from '../src/config/config.ts';
 import { ManualClock } from '../src/infra/clock.ts';
 import { SecretBox, sealedKeyId, secretKeyId } from '../src/infra/secrets/secret-box.ts';
 import { loadServerSecrets } from '../src/infra/secrets/server-secrets.ts';
+import { platformDrivers } from '../src/platform/drivers.ts';
 import { createPartner, exchange, issueKey, operatorApi, partnerApi } from './client.ts';
 import { testDatabases } from './harness.ts';
 import { TEST_CA_FILE, WebhookReceiver } from './webhook-receiver.ts';
@@ -35,7 +36,7 @@ for (const target of testDatabases()) {
     const serve = async (secretKey: string) => {
       await server?.close();
       server = undefined;
-      const config = loadConfig({
+      const config = loadConfig(platformDrivers, {
         TENANTRY_LISTEN: '127.0.0.1:0',
         TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
         TENANTRY_OPERATOR_TOKEN: OPERATOR_TOKEN,

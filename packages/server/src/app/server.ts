@@ -16,6 +16,7 @@ import { createDataDirKey, loadSecretKeys } from '../infra/secrets/secret-key.ts
 import { keepTickShape } from '../infra/tick-shape.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import { findOverlappingPrefixes } from '../partners/prefixes.ts';
+import { platformDriver } from '../platform/drivers.ts';
 import type { Platform } from '../platform/platform.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import type { Resolver } from '../webhooks/destination.ts';
@@ -99,16 +100,13 @@ async function startPartnerWatcher(
   return watcher;
 }
 
-/**
- * TENANTRY_PLATFORM=kubernetes: live mode runs on the Kube-DC driver (loaded only then, so the
- * sandbox-only start-up never pays for the Kubernetes client). Test mode stays on the sandbox.
- */
-async function kubernetesPlatform(config: Config, logger: Logger): Promise<StartOptions['livePlatform']> {
-  if (config.platform !== 'kubernetes' || !config.kubernetes) return undefined;
-  const { createKubernetesPlatform } = await import('../platform/kubernetes/kubernetes-platform.ts');
-  const driver = createKubernetesPlatform(config.kubernetes, logger);
-  logger.info({ platform: 'kubernetes' }, 'live mode provisions on the Kubernetes cluster');
-  return () => driver;
+/** Live mode runs on the configured driver (TENANTRY_PLATFORM); test mode stays on the sandbox. */
+async function livePlatform(config: Config, logger: Logger): Promise<StartOptions['livePlatform']> {
+  const driver = platformDriver(config.platform);
+  if (!driver.live) return undefined;
+  const live = await driver.live(config.platformSettings, logger);
+  logger.info({ platform: driver.name }, 'live mode provisions on the configured platform');
+  return () => live;
 }
 
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
@@ -181,8 +179,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       sandboxAddressRanges: options.sandboxAddressRanges,
       webhookCa: config.webhookCa,
       webhookResolver: options.webhookResolver,
-      livePlatform: options.livePlatform ?? (await kubernetesPlatform(config, logger)),
-      osImagesSource: await catalogueSourceFor(config),
+      livePlatform: options.livePlatform ?? (await livePlatform(config, logger)),
+      osImagesSource: await catalogueSourceFor({
+        osImagesFile: config.osImagesFile,
+        cluster: platformDriver(config.platform).imageCluster?.(config.platformSettings),
+      }),
       eventStreams: options.eventStreams,
     });
     // Prefixes that overlap (left by an earlier version) stay usable: the organization's unique name keeps one

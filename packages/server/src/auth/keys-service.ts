@@ -3,7 +3,7 @@ import type { AuditTables } from '../audit/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
-import type { OperatorActor } from '../partners/service.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import { findPartner } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { generateKey } from './api-key-format.ts';

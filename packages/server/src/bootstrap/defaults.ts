@@ -1,6 +1,6 @@
 /**
  * The defaults of the bootstrap commands, in one small module the CLI can import without loading the
- * Kubernetes client (docs/decisions.md 121-127 say why each is what it is).
+ * Kubernetes client (docs/bootstrap.md says why each is what it is).
  */
 /** Where a Flux install keeps the cluster configuration it substitutes into the manifests. */
 export const DEFAULT_CONFIGMAP = 'flux-system/cluster-config';

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { ok, success } from '../infra/http/envelope.ts';
-import { operatorOf } from '../operator/operator-auth.ts';
+import { operatorOf } from '../infra/http/operator-auth.ts';
 import { PartnerId } from '../partners/schemas.ts';
 import type { PartnerService } from '../partners/service.ts';
 import { PlanId } from '../platform/names.ts';

@@ -1,3 +1,4 @@
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
 import type { CustomerTables } from '../customers/tables.ts';
@@ -8,7 +9,6 @@ import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import type { Platform } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { assertGpuReduction, assertGrantable, assertPerCustomer, assertPoolFits, assertProjectCaps } from './checks.ts';
 import { add, normalize, type PartialResources, type Resources, subtract, ZERO } from './resources.ts';
 import type { Plan, PutQuotaRequest, Quota } from './schemas.ts';

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { CustomerParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import type { QuotaService } from './quotas.ts';
 import { Capacity, CatalogQuery, CustomerPlan, Plan, PutPlanRequest, PutQuotaRequest, Quota } from './schemas.ts';
 import type { CapacityService } from './service.ts';

@@ -1,14 +1,14 @@
 import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
+import type { Tenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import type { OperatorActor } from '../partners/service.ts';
 import { findPartner } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { toPlan } from './quotas.ts';
 import { amountIn, dimensionNames, normalize, type Resources, ZERO } from './resources.ts';
 import type { Capacity, PartnerCapacity, Plan, SetCapacityRequest, SetPlanRequest } from './schemas.ts';

@@ -2,8 +2,8 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { useCompileCache } from '../../bin/compile-cache.js';
-import { registerImageCommands } from '../images/validate-command.ts';
 import { registerCapacityCommands } from './capacity-commands.ts';
+import { registerImageCommands } from './image-commands.ts';
 import { registerKeyCommands } from './key-commands.ts';
 import { registerListenCommands } from './listen-commands.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';

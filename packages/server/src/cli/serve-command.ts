@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { type Config, ConfigError, loadConfig } from '../config/config.ts';
 import { SETTINGS, type Setting, settingsHelp } from '../config/settings.ts';
+import { platformDrivers } from '../platform/drivers.ts';
 import { CliError } from './operator-client.ts';
 
 /** `--database-url <url>` → `databaseUrl`, the key commander gives the flag's value. */
@@ -24,7 +25,7 @@ export function registerServeCommand(program: Command): void {
     };
     let config: Config;
     try {
-      config = loadConfig(process.env, Object.fromEntries(FLAGGED.map((s) => [s.variable, flagValue(s)])));
+      config = loadConfig(platformDrivers, process.env, Object.fromEntries(FLAGGED.map((s) => [s.variable, flagValue(s)])));
     } catch (error) {
       // One line per problem, each naming its setting (the CLI prefixes the first with "tenantry: ").
       if (error instanceof ConfigError)

@@ -1,15 +1,22 @@
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { ConfigError } from '../infra/errors/config-error.ts';
-import {
-  KubernetesConfigErrors,
-  type KubernetesPlatformConfig,
-  loadKubernetesConfig,
-  SERVICE_ACCOUNT_DIR,
-} from '../platform/kubernetes/config.ts';
 import { fallbackOf } from './settings.ts';
 
 export { ConfigError };
+
+/** Where the in-cluster service account's files are mounted (token, CA, namespace). */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/**
+ * What the configuration needs of a platform driver: the TENANTRY_PLATFORM value that selects it and how
+ * it reads its own settings. The composition root passes the driver registry, so config imports no driver.
+ */
+export interface DriverSettings {
+  readonly name: string;
+  /** Throws a ConfigError naming the first bad variable (and the others after it). */
+  readSettings(get: (name: string) => string | undefined): unknown;
+}
 
 /**
  * The server's configuration (CONTRACT §2): environment variables, overridden
@@ -27,11 +34,12 @@ export interface Config {
   /** false when TENANTRY_PUBLIC_URL was not set: the server then uses the address it actually listens on. */
   publicUrlConfigured: boolean;
   operatorToken: string | undefined;
-  platform: 'sandbox' | 'kubernetes';
+  /** The platform driver's name (TENANTRY_PLATFORM), one of the registry's. */
+  platform: string;
   /** `--watch-partners`: read partners from Kube-DC Partner resources, through this kubeconfig (undefined: in-cluster). */
   watchPartners: { kubeconfig: string | undefined; namespace: string | undefined } | undefined;
-  /** The kubernetes platform's settings, checked at start; present when TENANTRY_PLATFORM=kubernetes. */
-  kubernetes: KubernetesPlatformConfig | undefined;
+  /** The driver's own settings, as it read and checked them at start (the sandbox has none). */
+  platformSettings: unknown;
   sandboxDelayMs: number;
   /** The sandbox's simulated network latency per call (slow-platform tests and measurements). */
   sandboxCallMs: number;
@@ -63,7 +71,7 @@ export interface HostPort {
 
 type Env = Record<string, string | undefined>;
 
-export function loadConfig(env: Env = process.env, overrides: Env = {}): Config {
+export function loadConfig(drivers: readonly DriverSettings[], env: Env = process.env, overrides: Env = {}): Config {
   const get = (name: string): string | undefined => {
     const value = overrides[name] ?? env[name];
     return value === undefined || value === '' ? undefined : value;
@@ -105,19 +113,13 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
   }
 
   const platform = get('TENANTRY_PLATFORM') ?? fallbackOf('TENANTRY_PLATFORM');
-  if (platform !== 'sandbox' && platform !== 'kubernetes') {
-    throw new ConfigError('TENANTRY_PLATFORM', `must be "sandbox" or "kubernetes", got "${platform}"`);
+  const driver = drivers.find((d) => d.name === platform);
+  if (!driver) {
+    const names = drivers.map((d) => `"${d.name}"`);
+    const choices = names.length > 1 ? `${names.slice(0, -1).join(', ')} or ${names.at(-1)}` : (names[0] ?? 'a driver');
+    throw new ConfigError('TENANTRY_PLATFORM', `must be ${choices}, got "${platform}"`);
   }
-  let kubernetes: KubernetesPlatformConfig | undefined;
-  if (platform === 'kubernetes') {
-    try {
-      kubernetes = loadKubernetesConfig(get);
-    } catch (error) {
-      if (!(error instanceof KubernetesConfigErrors)) throw error;
-      const [first, ...rest] = error.problems;
-      throw new ConfigError(first?.variable ?? 'TENANTRY_PLATFORM', first?.problem ?? 'invalid', rest);
-    }
-  }
+  const platformSettings = driver.readSettings(get);
 
   let watchPartners: Config['watchPartners'];
   if (parseBoolean('TENANTRY_WATCH_PARTNERS', get('TENANTRY_WATCH_PARTNERS') ?? fallbackOf('TENANTRY_WATCH_PARTNERS'))) {
@@ -191,7 +193,7 @@ export function loadConfig(env: Env = process.env, overrides: Env = {}): Config 
     publicUrlConfigured: get('TENANTRY_PUBLIC_URL') !== undefined,
     operatorToken,
     platform,
-    kubernetes,
+    platformSettings,
     watchPartners,
     sandboxDelayMs: parseInteger(
       'TENANTRY_SANDBOX_DELAY_MS',

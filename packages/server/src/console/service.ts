@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { CustomerRow } from '../customers/tables.ts';
@@ -7,7 +8,6 @@ import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { Platform } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import type { ProjectService } from '../projects/service.ts';
 import type { ProjectRow } from '../projects/tables.ts';
 import { type UserService, userRef } from '../users/service.ts';

@@ -4,10 +4,10 @@ import type { OsImageCatalogue } from '../images/catalogue.ts';
 import { featureList, minimumsOf, type OsImage, VM_LIMITS } from '../images/fields.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
+import { modeNowMs } from '../infra/mode.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { DNS_LABEL } from '../platform/names.ts';
 import type { Platform, PlatformContext, PlatformVm } from '../platform/platform.ts';
-import { modeNowMs } from '../test-mode/mode-clock.ts';
 import type { ConsoleSession } from './service.ts';
 import type { ConsoleTables } from './tables.ts';
 

@@ -1,7 +1,7 @@
+import type { Tenant } from '../auth/tenant.ts';
 import type { NewCustomerQuota } from '../capacity/quotas.ts';
 import { newId } from '../infra/ids.ts';
 import { newOperationRow, type OperationRow } from '../operations/store.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import type { ProjectRow } from '../projects/tables.ts';
 import type { UserRow } from '../users/tables.ts';
 import type { CreateCustomerRequest } from './schemas.ts';

@@ -1,4 +1,5 @@
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
+import type { Tenant } from '../auth/tenant.ts';
 import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
 import { lockAllocation, saveAllocation } from '../capacity/store.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
@@ -17,7 +18,6 @@ import type { PartnerCache } from '../partners/partner-cache.ts';
 import { adjustCustomerCount, findPartnerForUpdate, type PartnerRow } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX, reservedUsername } from '../platform/names.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { namespacesTaken, projectInsert } from '../projects/store.ts';
 import type { ProjectTables } from '../projects/tables.ts';
 import { userInsert } from '../users/store.ts';

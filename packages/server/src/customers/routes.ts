@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { emptyBodyIsObject } from '../infra/http/validation.ts';
 import { CustomerParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import {
   CreateCustomerRequest,
   CreateCustomerResponse,

@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { AuthService } from '../auth/service.ts';
+import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { listOf } from '../infra/http/envelope.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
 import type { EventService } from './service.ts';
 import type { EventStreams } from './stream.ts';

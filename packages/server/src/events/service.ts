@@ -1,7 +1,7 @@
+import type { Tenant } from '../auth/tenant.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { type EventBody, toEventBody } from './schemas.ts';
 import { EVENT_TYPES, onEventsRecorded } from './store.ts';
 import type { EventTables } from './tables.ts';

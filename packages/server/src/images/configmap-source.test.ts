@@ -122,14 +122,16 @@ describe('the images-configmap ConfigMap as the catalogue source', () => {
       // (TENANTRY_KUBE_DC_NAMESPACE), where Kube-DC's chart writes its catalogue.
       const source = await catalogueSourceFor({
         osImagesFile: undefined,
-        platform: 'kubernetes',
-        kubernetes: { kubeconfig, kubeDcNamespace: 'kube-dc-system' },
+        cluster: { kubeconfig, namespace: 'kube-dc-system' },
       });
       assert.equal(source.description, 'configmap kube-dc-system/images-configmap');
       const catalogue = new OsImageCatalogue({ source, clock: new ManualClock(), logger: pino({ level: 'silent' }) });
       await catalogue.refresh();
       assert.deepEqual(names(catalogue), ['Fedora 42']);
-      const file = await catalogueSourceFor({ osImagesFile: '/etc/tenantry/images.yaml', platform: 'kubernetes' });
+      const file = await catalogueSourceFor({
+        osImagesFile: '/etc/tenantry/images.yaml',
+        cluster: { kubeconfig, namespace: 'kube-dc-system' },
+      });
       assert.equal(file.description, 'file /etc/tenantry/images.yaml', 'a mounted file wins');
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,10 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { CustomerId, CustomerParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { Operation } from './schemas.ts';
 import type { OperationService } from './service.ts';
 

@@ -1,8 +1,8 @@
+import type { Tenant } from '../auth/tenant.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { notFound } from '../infra/errors/catalogue.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import type { OperationEngine } from './engine.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { isOpen } from './status.ts';

@@ -4,8 +4,8 @@ import type { Services } from '../app/services.ts';
 import { capacityOperatorRoutes } from '../capacity/operator-routes.ts';
 import { customerOperatorRoutes } from '../customers/operator-routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
+import { operatorAuthPlugin } from '../infra/http/operator-auth.ts';
 import { operationOperatorRoutes } from '../operations/operator-routes.ts';
-import { operatorAuthPlugin } from './operator-auth.ts';
 import { operatorRoutes } from './routes.ts';
 
 export const OPERATOR_API_PREFIX = '/api/operator/v1';

@@ -5,9 +5,9 @@ import { AuditEntry, AuditQuery } from '../audit/schemas.ts';
 import { listAudit } from '../audit/service.ts';
 import { ApiKey, IssuedKey, IssueKeyRequest } from '../auth/keys-schemas.ts';
 import { listOf as list, ok, success } from '../infra/http/envelope.ts';
+import { operatorOf } from '../infra/http/operator-auth.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { CreatePartnerRequest, Partner, PartnerId, UpdatePartnerRequest } from '../partners/schemas.ts';
-import { operatorOf } from './operator-auth.ts';
 
 const PartnerParams = Type.Object({ id: PartnerId }, { additionalProperties: false });
 const KeyParams = Type.Object({ id: PartnerId, kid: Type.String({ pattern: '^[a-z2-7]{12}$' }) }, { additionalProperties: false });

@@ -7,6 +7,7 @@ import { assertError, operatorApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { startServer } from '../app/server.ts';
 import { loadConfig } from '../config/config.ts';
+import { platformDrivers } from '../platform/drivers.ts';
 
 /**
  * A customer's platform name is `<partner's prefix>-<customer id>`: two partners' prefixes overlap when
@@ -135,7 +136,7 @@ for (const target of testDatabases()) {
         },
       });
       const again = await startServer(
-        loadConfig({
+        loadConfig(platformDrivers, {
           TENANTRY_LISTEN: '127.0.0.1:0',
           TENANTRY_OPERATOR_LISTEN: '127.0.0.1:0',
           TENANTRY_OPERATOR_TOKEN: server.operatorToken,

@@ -2,10 +2,11 @@ import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions, Wat
 import type { Logger } from 'pino';
 import type { CapacityService } from '../capacity/service.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import type { Scheduler } from '../infra/scheduler.ts';
 import { ListWatch } from '../platform-endpoints/list-watch.ts';
 import { fromResource, type ManagedPartner } from './partner-resource.ts';
-import type { OperatorActor, PartnerService } from './service.ts';
+import type { PartnerService } from './service.ts';
 
 const GROUP = 'kube-dc.com';
 const VERSION = 'v1';

@@ -10,15 +10,6 @@ export function defaultCustomerPrefix(partnerId: string): string {
   return partnerId.slice(0, CUSTOMER_PREFIX_MAX).replace(/-+$/, '');
 }
 
-/**
- * Whether two partners' customers can get one platform name. `<a>-<id>` and `<b>-<id'>` can be equal exactly
- * when `a-` begins `b-` or the other way round: `a` + `b-c` = `a-b` + `c`, and equal prefixes. Without a dash
- * at the join they never meet: `acmex-…` and `acmexx-…` differ at the sixth character, whatever the ids.
- */
-export function prefixesOverlap(a: string, b: string): boolean {
-  return `${a}-`.startsWith(`${b}-`) || `${b}-`.startsWith(`${a}-`);
-}
-
 export interface OverlappingPrefixes {
   partners: [string, string];
   customer_prefixes: [string, string];

@@ -4,6 +4,7 @@ import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
+import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
 import type { ManagedPartner } from './partner-resource.ts';
@@ -14,12 +15,6 @@ import type { PartnerTables } from './tables.ts';
 
 /** The partner service also writes the audit log. */
 type PartnerServiceDb = Db<PartnerTables & AuditTables>;
-
-/** Who asked for an operator change, for the audit log. */
-export interface OperatorActor {
-  actor: string;
-  requestId: string;
-}
 
 export interface PartnerServiceDeps {
   db: PartnerServiceDb;

@@ -1,4 +1,4 @@
-import { type QueryCreator, sql } from 'kysely';
+import { sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
@@ -12,8 +12,9 @@ export async function findPartner(db: Db<PartnerTables>, id: string): Promise<Pa
 }
 
 /**
- * Another partner whose customer prefix overlaps this one (prefixes.ts, prefixesOverlap): equal, or
- * extending it or extended by it with a dash.
+ * Another partner whose customer prefix overlaps this one: equal, or extending it or extended by it with
+ * a dash. `<a>-<id>` and `<b>-<id'>` can be equal exactly when `a-` begins `b-` or the other way round;
+ * without a dash at the join they never meet (`acmex-…` and `acmexx-…` differ at the sixth character).
  */
 export async function findClashingPrefix(db: Db<PartnerTables>, prefix: string, exceptPartnerId?: string): Promise<PartnerRow | undefined> {
   return db
@@ -66,21 +67,6 @@ export async function listPartners<T>(
   }
   const rows = await select.execute();
   return toPage(rows, query.limit, toItem, (last) => cursors.encode('partners', {}, [last.id]));
-}
-
-/**
- * Counts a new customer of this mode, answering the partner's row: the update locks the row until the
- * creating transaction ends, which keeps the partner's counts, names and pool exact under concurrent
- * creates. A builder: the create runs it in one statement with the capacity lock (decision 223).
- */
-export function newCustomerCounted(qc: QueryCreator<PartnerTables>, partnerId: string, mode: KeyMode) {
-  return qc
-    .updateTable('partners')
-    .set((eb) =>
-      mode === 'live' ? { customer_count: eb('customer_count', '+', 1) } : { test_customer_count: eb('test_customer_count', '+', 1) },
-    )
-    .where('id', '=', partnerId)
-    .returningAll();
 }
 
 /** A partner's customer count of one mode (live and test customers are counted apart). */

@@ -18,7 +18,7 @@ import type { FailureCode } from './failures.ts';
  *   error is a bug or an outage: the engine logs it once and retries with backoff.
  */
 export interface Platform {
-  readonly name: 'sandbox' | 'kubernetes';
+  readonly name: string;
 
   /** Creates (or looks at) the customer's organization: its namespace and identity realm. */
   ensureOrganization(ctx: PlatformContext, org: OrganizationSpec): Promise<Progress>;

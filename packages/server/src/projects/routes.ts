@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { Operation } from '../operations/schemas.ts';
 import { CustomerParams, ProjectName, ProjectParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { Project } from './schemas.ts';
 import type { ProjectService } from './service.ts';
 

@@ -1,3 +1,4 @@
+import type { Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { customerIdByOrganization, lockCustomer } from '../customers/store.ts';
@@ -15,7 +16,6 @@ import type { OperationTables } from '../operations/tables.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
-import type { Tenant } from '../platform/tenant.ts';
 import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,

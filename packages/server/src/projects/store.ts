@@ -27,14 +27,6 @@ export function namespacesTaken(eb: ExpressionBuilder<ProjectTables, never>, sco
     .where('namespace', 'in', names);
 }
 
-/**
- * The project (its name and customer) whose namespace is `namespace` on this platform scope, as a
- * subquery: names are one space with organizations', and a create checks them in one statement.
- */
-export function projectByNamespace(eb: ExpressionBuilder<ProjectTables, never>, scope: string, namespace: string) {
-  return eb.selectFrom('projects').select(['name', 'customer_id']).where('platform_scope', '=', scope).where('namespace', '=', namespace);
-}
-
 /** What provisioning a project on the platform needs of it (`advanceProject`). */
 const PROJECT_FOR_PLATFORM = ['uid', 'name', 'namespace', 'cidr'] as const;
 export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[number]>;

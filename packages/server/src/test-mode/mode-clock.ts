@@ -1,16 +1,3 @@
-import type { Clock } from '../infra/clock.ts';
-import type { KeyMode } from '../infra/mode.ts';
-
-/**
- * The time a partner's data lives in. Live mode follows the server clock;
- * test mode follows the partner's test clock, which `POST
- * /test-helpers/clock/advance` moves ahead (CONTRACT §5), so grace periods,
- * teardown and provisioning timeouts can be crossed without waiting.
- */
-export function modeNowMs(clock: Clock, offsetMs: number, mode: KeyMode): number {
-  return mode === 'test' ? clock.nowMs() + offsetMs : clock.nowMs();
-}
-
 /**
  * How far a partner's test clock may run ahead of real time: 36,525 days (100 years). It is far past
  * anything a partner's tests cross (a 365-day grace period, 30 days of events, years of test runs that

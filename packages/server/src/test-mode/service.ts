@@ -1,3 +1,4 @@
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { nextScheduledDeletion } from '../customers/store.ts';
@@ -12,7 +13,6 @@ import type { PartnerCache } from '../partners/partner-cache.ts';
 import { advanceTestClock, findPartner, resetTestClock } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import { toUser, type User } from '../users/schemas.ts';
 import { setUserRequiredActions } from '../users/store.ts';
 import type { UserTables } from '../users/tables.ts';

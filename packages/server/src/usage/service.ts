@@ -1,3 +1,4 @@
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import { findCustomer, type UsageSubjectRow, usageSubjects } from '../customers/store.ts';
 import type { CustomerTables } from '../customers/tables.ts';
@@ -5,7 +6,6 @@ import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Platform, UsageTotals } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
 import type { UsageRecord } from './schemas.ts';
 
 const DAY_MS = 24 * 60 * 60 * 1000;

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { requestTenant } from '../auth/tenant.ts';
 import type { ConsoleService } from '../console/service.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
 import { CustomerParams, UserParams } from '../platform/names.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { ConsoleLoginResult, CreateUserRequest, DeleteUserResult, User } from './schemas.ts';
 import type { UserService } from './service.ts';
 

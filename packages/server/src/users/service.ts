@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/store.ts';
@@ -14,7 +14,7 @@ import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { reservedUsername } from '../platform/names.ts';
 import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
-import { platformContext, type Tenant } from '../platform/tenant.ts';
+import { UserReadiness } from './readiness.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
   findUser,
@@ -43,8 +43,6 @@ export interface UserServiceDeps {
   onUserRemoved: (trx: UserServiceDb, userUid: string) => Promise<void>;
 }
 
-/** How long a request waits for the identity provider to report a new user ready. */
-const CREATE_WAIT_MS = 10_000;
 /** A user left pending or removing this long by a request (a crash, an outage) is finished by the reconciler. */
 const RECONCILE_AFTER_MS = 60_000;
 
@@ -75,9 +73,11 @@ export function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row
  */
 export class UserService {
   readonly #deps: UserServiceDeps;
+  readonly #readiness: UserReadiness;
 
   constructor(deps: UserServiceDeps) {
     this.#deps = deps;
+    this.#readiness = new UserReadiness(deps.clock, deps.logger);
   }
 
   async create(tenant: Tenant, customerId: string, request: CreateUserRequest): Promise<User> {
@@ -229,16 +229,9 @@ export class UserService {
     return settled;
   };
 
-  /** Asks the platform for the user, waiting a little while it reports progress. */
-  async #ensure(ctx: PlatformContext, customer: CustomerRow, row: UserRow): Promise<Progress> {
-    const deadline = Date.now() + CREATE_WAIT_MS;
-    for (;;) {
-      const progress = await this.#deps.platform
-        .ensureUser(ctx, userSpec(customer, row))
-        .catch((err: unknown): Progress => ({ state: 'unavailable', reason: (err as Error).message }));
-      if (progress.state !== 'in_progress' || Date.now() >= deadline) return progress;
-      await sleep(Math.min(1_000, Math.max(10, progress.until.getTime() - ctx.now.getTime())));
-    }
+  /** Asks the platform for the user; while it reports progress, the readiness loop waits for it. */
+  #ensure(ctx: PlatformContext, customer: CustomerRow, row: UserRow): Promise<Progress> {
+    return this.#readiness.wait(() => this.#deps.platform.ensureUser(ctx, userSpec(customer, row)), ctx.now.getTime());
   }
 
   /** Removes the user from the platform, then its record; true once both are gone. */

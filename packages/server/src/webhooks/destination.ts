@@ -1,6 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { refuseInTransaction } from '../infra/db/transactions.ts';
 
 /** Resolves a host name to every address it has (injectable: tests answer what they need). */
 export interface Resolver {
@@ -168,6 +169,7 @@ export class DestinationGuard {
   }
 
   async check(url: URL, allowPrivate: boolean, timeoutMs = 5_000): Promise<Destination> {
+    refuseInTransaction('DestinationGuard.check');
     const host = bareHost(url);
     // The hint is said whenever the partner is not allowed private receivers, whatever the cause, so
     // its presence tells nothing about what a name resolved to.

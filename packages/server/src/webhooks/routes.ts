@@ -1,9 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
+import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
-import { requestTenant } from '../platform/tenant.ts';
 import { DeleteWebhookResult, DeliveryRecord, PutWebhookRequest, SecretRotation, TestDeliveryResult, WebhookConfig } from './schemas.ts';
 import type { WebhookService } from './service.ts';
 

@@ -2,6 +2,7 @@ import https from 'node:https';
 import { isIP } from 'node:net';
 import { createSecureContext, rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
+import { refuseInTransaction } from '../infra/db/transactions.ts';
 import type { DestinationGuard } from './destination.ts';
 
 /** partner-api.md, Limits: a delivery times out after 5 seconds (resolving the host included). */
@@ -60,6 +61,7 @@ export class WebhookSender {
   }
 
   async send(delivery: Delivery): Promise<AttemptResult> {
+    refuseInTransaction('WebhookSender.send');
     const started = performance.now();
     const url = new URL(delivery.url);
     const destination = await this.#guard.check(url, delivery.allowPrivate, this.#timeoutMs);

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { requestTenant, type Tenant } from '../auth/tenant.ts';
 import type { EventData } from '../events/payloads.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
@@ -9,7 +10,6 @@ import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
 import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import { newId } from '../infra/ids.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import { requestTenant, type Tenant } from '../platform/tenant.ts';
 import { DELIVERY_STATE } from './delivery-state.ts';
 import type { DestinationGuard } from './destination.ts';
 import { urlShapeProblem } from './destination.ts';

@@ -9,6 +9,3 @@ import type { Kysely, Transaction } from 'kysely';
  * named because TypeScript relates `Transaction<A & B>` to `Transaction<A>` but not to `Kysely<A>`.
  */
 export type Db<Tables> = Kysely<Tables> | Transaction<Tables>;
-
-/** A transaction typed on the tables its user may touch. */
-export type Tx<Tables> = Transaction<Tables>;

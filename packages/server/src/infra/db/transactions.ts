@@ -13,6 +13,24 @@ export function inTransaction(): boolean {
   return inside.getStore() !== undefined;
 }
 
+/** A network call made while the caller holds a database transaction: a bug, refused loudly. */
+export class NetworkCallInTransactionError extends Error {
+  override name = 'NetworkCallInTransactionError';
+
+  constructor(what: string) {
+    super(`${what} was called with a database transaction open: make network calls before or after the transaction`);
+  }
+}
+
+/**
+ * Every outbound client (webhook receivers, DNS, Kubernetes, the identity provider, Prometheus) calls this
+ * at its entry: a network call may take seconds, and inside a transaction it would hold row locks and a
+ * pool connection (the embedded database's only one) for that long. Throws NetworkCallInTransactionError.
+ */
+export function refuseInTransaction(what: string): void {
+  if (inTransaction()) throw new NetworkCallInTransactionError(what);
+}
+
 /**
  * Runs `callback` once the transaction running now has committed (not at all if it rolls back), or
  * soon if none is running. For telling others about rows they can only see after the commit, such

@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../config/config.ts';
-import { KubernetesConfigErrors, loadKubernetesConfig } from './config.ts';
+import { platformDrivers } from '../drivers.ts';
+import { KubernetesConfigErrors, type KubernetesPlatformConfig, loadKubernetesConfig } from './config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'tenantry-k8s-config-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -69,7 +70,7 @@ test('every problem is reported at once, one line each naming its setting', () =
 
 test('TENANTRY_PLATFORM=kubernetes: invalid settings stop start-up listing each; valid ones give serve the driver settings', () => {
   assert.throws(
-    () => loadConfig({ TENANTRY_PLATFORM: 'kubernetes', TENANTRY_KUBECONFIG: kubeconfig }),
+    () => loadConfig(platformDrivers, { TENANTRY_PLATFORM: 'kubernetes', TENANTRY_KUBECONFIG: kubeconfig }),
     (error: unknown) => {
       assert.ok(error instanceof ConfigError);
       assert.deepEqual(
@@ -79,8 +80,8 @@ test('TENANTRY_PLATFORM=kubernetes: invalid settings stop start-up listing each;
       return true;
     },
   );
-  const config = loadConfig({ TENANTRY_PLATFORM: 'kubernetes', ...valid });
+  const config = loadConfig(platformDrivers, { TENANTRY_PLATFORM: 'kubernetes', ...valid });
   assert.equal(config.platform, 'kubernetes');
-  assert.equal(config.kubernetes?.identity.url, 'https://login.example.com');
-  assert.equal(config.kubernetes?.identity.login, 'console');
+  assert.equal((config.platformSettings as KubernetesPlatformConfig).identity.url, 'https://login.example.com');
+  assert.equal((config.platformSettings as KubernetesPlatformConfig).identity.login, 'console');
 });

@@ -1,9 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import ipaddr from 'ipaddr.js';
+import { SERVICE_ACCOUNT_DIR } from '../../config/config.ts';
 import { fallbackOf } from '../../config/settings.ts';
-
-/** Where the in-cluster service account's files are mounted (token, CA, namespace). */
-export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /**
  * The kubernetes platform's configuration (docs/platform-kubernetes.md): how to reach the cluster and the

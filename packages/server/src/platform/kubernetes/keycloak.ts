@@ -1,3 +1,4 @@
+import { refuseInTransaction } from '../../infra/db/transactions.ts';
 import type { IdentityConfig } from './config.ts';
 
 /** A refusal (or no answer: status 0) from the identity provider. */
@@ -76,6 +77,7 @@ export class KeycloakAdmin {
   }
 
   async #send(url: string, init: RequestInit): Promise<Response> {
+    refuseInTransaction('KeycloakAdmin');
     try {
       return await this.#fetch(url, { ...init, signal: AbortSignal.timeout(TIMEOUT_MS) });
     } catch (error) {

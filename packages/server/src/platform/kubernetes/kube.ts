@@ -7,6 +7,7 @@ import {
   PatchStrategy,
   ServerConfiguration,
 } from '@kubernetes/client-node';
+import { refuseInTransaction } from '../../infra/db/transactions.ts';
 
 /**
  * How long one Kubernetes call may take. The client's own default (undici's) is 300 s: an API server that
@@ -122,6 +123,7 @@ export class KubeClient {
         promiseMiddleware: [
           {
             pre: async (request) => {
+              refuseInTransaction('KubeClient');
               request.setSignal(AbortSignal.timeout(timeoutMs));
               if (impersonate) request.setHeaderParam('Impersonate-User', impersonate);
               return request;

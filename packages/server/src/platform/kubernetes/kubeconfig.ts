@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { SERVICE_ACCOUNT_DIR } from './config.ts';
+import { SERVICE_ACCOUNT_DIR } from '../../config/config.ts';
 
 /** No usable cluster configuration: one line saying where it was looked for. The command picks the exit code. */
 export class KubeconfigError extends Error {

@@ -1,3 +1,4 @@
+import { refuseInTransaction } from '../../infra/db/transactions.ts';
 import type { PlatformContext, UsageSubject, UsageTotals } from '../platform.ts';
 import type { Driver } from './driver.ts';
 
@@ -37,6 +38,8 @@ export async function usage(
 ): Promise<Map<string, UsageTotals> | undefined> {
   const base = d.config.metricsUrl;
   if (!base) return undefined;
+  // Before the try below, which turns Prometheus's failures into "unavailable": this one is a bug.
+  refuseInTransaction('Prometheus');
   const query = async (promql: string, at: Date): Promise<number> => {
     const response = await fetch(`${base}/api/v1/query?${new URLSearchParams({ query: promql, time: String(at.getTime() / 1000) })}`, {
       signal: AbortSignal.timeout(15_000),

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { runCli } from '../../test/cli-runner.ts';
-import { BUNDLED_CATALOGUE } from './sources.ts';
+import { BUNDLED_CATALOGUE } from '../images/sources.ts';
 
 describe('tenantry images validate <file>', () => {
   let dir: string;

@@ -1,8 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { CliError } from '../cli/operator-client.ts';
-import { column, printRows } from '../cli/output.ts';
-import { badEntries, MAX_CATALOGUE_BYTES, parseCatalogue } from './validate.ts';
+import { badEntries, MAX_CATALOGUE_BYTES, parseCatalogue } from '../images/validate.ts';
+import { CliError } from './operator-client.ts';
+import { column, printRows } from './output.ts';
 
 /**
  * `tenantry images validate <file>`: checks an `images.yaml` the way the server will, offline. Prints every

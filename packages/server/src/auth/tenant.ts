@@ -1,13 +1,14 @@
-import type { Principal } from '../auth/service.ts';
-import type { PlatformScope } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
-import type { KeyMode } from '../infra/mode.ts';
+import { type KeyMode, modeNowMs } from '../infra/mode.ts';
 import type { PartnerRow } from '../partners/store.ts';
-import { modeNowMs } from '../test-mode/mode-clock.ts';
-import type { PlatformContext } from './platform.ts';
+import type { PlatformContext } from '../platform/platform.ts';
+import type { Principal } from './service.ts';
 
-/** `live`: one platform shared by every partner; `test:<partner>`: the partner's own sandbox. Platform names are unique within it. */
-export function platformScope(partnerId: string, mode: KeyMode): PlatformScope {
+/**
+ * The platform scope a partner's mode acts in (the `platform_scope` column): `live`, one platform shared by
+ * every partner; `test:<partner>`, the partner's own sandbox. Platform names are unique within it.
+ */
+export function platformScope(partnerId: string, mode: KeyMode): string {
   return mode === 'live' ? 'live' : `test:${partnerId}`;
 }
 
@@ -16,7 +17,7 @@ export interface Tenant {
   partner: PartnerRow;
   partnerId: string;
   mode: KeyMode;
-  scope: PlatformScope;
+  scope: string;
   now: Date;
 }
 

@@ -1,8 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ApiError } from '../infra/errors/catalogue.ts';
-import type { OperatorActor } from '../partners/service.ts';
+import { ApiError } from '../errors/catalogue.ts';
+
+/** Who made an operator request, as the audit log records it. */
+export interface OperatorActor {
+  actor: string;
+  requestId: string;
+}
 
 declare module 'fastify' {
   interface FastifyRequest {

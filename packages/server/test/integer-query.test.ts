@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pino from 'pino';
-import { http, issueKey, partnerWithToken } from '../../../test/client.ts';
-import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
-import { buildPartnerApp } from '../../app/partner-app.ts';
-import { buildOperatorApp } from '../../operator/operator-app.ts';
-import type { RegisteredRoute } from './create-http-app.ts';
+import { buildPartnerApp } from '../src/app/partner-app.ts';
+import type { RegisteredRoute } from '../src/infra/http/create-http-app.ts';
+import { buildOperatorApp } from '../src/operator/operator-app.ts';
+import { http, issueKey, partnerWithToken } from './client.ts';
+import { startTestServer, type TestServer, testDatabases } from './harness.ts';
 
 /** Integers written otherwise than in decimal digits, as sent in a URL: JavaScript's `Number` reads them all. */
 const NOT_DECIMAL = ['0x10', '1e1', '0b11', '%2B50', '+50', '%205', '5.0', '1_0', '0o17', 'Infinity', ''];
