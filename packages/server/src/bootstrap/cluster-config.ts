@@ -4,7 +4,7 @@ import { type Address, type AddressRange, type Cidr, parseAddress, parseCidr, pa
 
 /**
  * The cluster configuration fields of platform-deployment.md ("Cluster configuration fields"), plus the few
- * the checks need to know the external network (decision 121). The same keys live in the operator's
+ * the checks need to know the external network. The same keys live in the operator's
  * configuration file (`cluster-config.env`) and in the cluster configuration ConfigMap.
  */
 export const KEYS = {

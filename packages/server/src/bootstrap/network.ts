@@ -3,7 +3,7 @@ import { type Address, type AddressRange, type Cidr, inCidr, parseAddress, parse
 import type { BootstrapKube } from './kube.ts';
 import { unreadable } from './kube.ts';
 
-/** Kube-OVN's default VPC: its router port into the external subnet is the management router port (decision 122). */
+/** Kube-OVN's default VPC: its router port into the external subnet is the management router port. */
 const MANAGEMENT_VPC = 'ovn-cluster';
 const GROUP = 'kubeovn.io';
 const VERSION = 'v1';

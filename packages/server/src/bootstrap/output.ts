@@ -1,7 +1,7 @@
 import Table from 'cli-table3';
 
 /**
- * Exit codes shared by every `tenantry bootstrap` command (decision 120): 0 all good, 1 findings (drift,
+ * Exit codes shared by every `tenantry bootstrap` command: 0 all good, 1 findings (drift,
  * violations, a node or resolver that failed), 2 bad input (flags, files, configuration that breaks a rule),
  * 3 the cluster could not be read.
  */

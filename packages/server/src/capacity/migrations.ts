@@ -82,9 +82,9 @@ export const capacityMigrations: Record<string, Migration> = {
   },
   '0038_capacity_arithmetic': {
     async up(db: Kysely<unknown>) {
-      // Capacity arithmetic in SQL, for a create that takes its quota out of the pool in one statement
-      // (decision 241). Each is the SQL twin of resources.ts (`add`; `assertPoolFits` with nothing held
-      // before), and a test holds them equal. Resources are `{vcpu, memory_gib, storage_gib, gpus}`.
+      // Capacity arithmetic in SQL, for a create that takes its quota out of the pool in one statement.
+      // Each is the SQL twin of resources.ts (`add`; `assertPoolFits` with nothing held before), and a
+      // test holds them equal. Resources are `{vcpu, memory_gib, storage_gib, gpus}`.
       // PL/pgSQL, not SQL: PostgreSQL inlines no SQL function whose body has a subquery, and plans such a
       // function again at every call (0.2-0.3 ms each, measured), where PL/pgSQL keeps its plans.
       await sql`

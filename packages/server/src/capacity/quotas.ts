@@ -105,7 +105,7 @@ export class QuotaService {
   readonly #changed: () => void;
 
   /**
-   * `retryAfterS`: NOT_READY's Retry-After (decision 31); `changed`: called after a change commits, so
+   * `retryAfterS`: NOT_READY's Retry-After; `changed`: called after a change commits, so
    * the platform applies the new quota soon (the customers module's sweep does, in the background:
    * the answer never waits on the platform).
    */

@@ -7,7 +7,7 @@ import { assertPoolFits } from './checks.ts';
 import { add, type Resources, ZERO } from './resources.ts';
 
 /**
- * The capacity arithmetic a create runs in SQL (migration 0038, decision 241) is the arithmetic of
+ * The capacity arithmetic a create runs in SQL (migration 0038) is the arithmetic of
  * resources.ts: the allocation it writes is `add`'s, and it lets a quota into a pool exactly when
  * `assertPoolFits` (nothing held before) does.
  */

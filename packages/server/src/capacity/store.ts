@@ -48,7 +48,7 @@ export async function findCapacityRow(db: Db<CapacityTables>, partnerId: string)
 }
 
 /**
- * What a new customer's plan needs, in one read (decision 223): the partner's capacity settings as
+ * What a new customer's plan needs, in one read: the partner's capacity settings as
  * stored (null: all defaults) and the plan's quota (null: no such plan).
  */
 export async function findCapacityAndPlanQuota(db: Db<CapacityTables>, partnerId: string, planId: string) {
@@ -57,7 +57,7 @@ export async function findCapacityAndPlanQuota(db: Db<CapacityTables>, partnerId
   return row;
 }
 
-/** Every customer's create reads it: compiled once (decision 233). */
+/** Every customer's create reads it: compiled once. */
 const capacityAndPlanQuota = precompile((db: Db<CapacityTables>, a: { partnerId: string; planId: string }) =>
   db.selectNoFrom((eb) => [
     jsonObjectFrom(
@@ -126,7 +126,7 @@ export async function lockAllocation(trx: Db<CapacityTables>, partnerId: string,
 
 /**
  * The capacity lock as one statement, to run alone (`lockAllocation`) or as a part of a create's
- * statement (decision 223): it makes the row if it is missing and locks it (an update that changes
+ * statement: it makes the row if it is missing and locks it (an update that changes
  * nothing), and answers what is allocated, as of the latest commit whatever the statement's snapshot.
  */
 export function allocationLock(qc: QueryCreator<CapacityTables>, partnerId: string, mode: KeyMode) {

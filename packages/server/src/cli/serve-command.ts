@@ -6,7 +6,7 @@ import { CliError } from './operator-client.ts';
 
 /** `--database-url <url>` → `databaseUrl`, the key commander gives the flag's value. */
 const flagKey = (flag: string) => (flag.split(' ')[0] ?? '').replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-/** How long after it starts serving the server gives its start-up's memory back, at the earliest (decision 270). */
+/** How long after it starts serving the server gives its start-up's memory back, at the earliest. */
 const RELEASE_AFTER_SERVING_MS = 1_000;
 const FLAGGED = SETTINGS.filter((s: Setting) => s.flag !== undefined) as (Setting & { flag: string })[];
 
@@ -48,11 +48,11 @@ export function registerServeCommand(program: Command): void {
     // Loaded on demand: the operator commands stay quick to start.
     const { limitHeapGrowth, releaseStartupMemory, whenQuiet } = await import('../infra/process-memory.ts');
     limitHeapGrowth();
-    // A new embedded database is made by a child process while this one loads the server (decision 242).
+    // A new embedded database is made by a child process while this one loads the server.
     const { makeNewEmbeddedDatabaseApart } = await import('../app/new-embedded-database.ts');
     const embeddedMade = config.databaseUrl === undefined ? makeNewEmbeddedDatabaseApart(config.dataDir) : undefined;
     // The embedded database's WebAssembly compiles on V8's background threads while the server's modules
-    // load (decision 273); a failure is reported when the database opens.
+    // load; a failure is reported when the database opens.
     if (config.databaseUrl === undefined) {
       const { compilePGlite } = await import('../infra/db/pglite-pool.ts');
       compilePGlite().catch(() => {});
@@ -88,7 +88,7 @@ export function registerServeCommand(program: Command): void {
     const server = await starting;
     // Once the schemas are compiled, a second after serving at the earliest, and in the first quiet
     // quarter of a second: the first requests (the readiness probe among them) and a burst that came with
-    // the start are not held behind the collection's 70-100 ms (decisions 270, 272, 276).
+    // the start are not held behind the collection's 70-100 ms.
     const earliest = new Promise((resolve) => setTimeout(resolve, RELEASE_AFTER_SERVING_MS).unref());
     void Promise.all([earliest, server.schemasWarmed])
       .then(() => whenQuiet({ signal: stopping.signal }))

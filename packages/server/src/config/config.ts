@@ -25,7 +25,7 @@ export interface DriverSettings {
  */
 export interface Config {
   databaseUrl: string | undefined;
-  /** Statements each PostgreSQL connection keeps prepared (decision 217). */
+  /** Statements each PostgreSQL connection keeps prepared. */
   databaseStatementCache: number;
   dataDir: string;
   listen: HostPort;

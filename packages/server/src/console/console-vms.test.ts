@@ -170,7 +170,7 @@ for (const target of testDatabases()) {
         body: {},
       });
       assert.equal(suspended.body.data.workloads_running, 0, 'the VMs stop with the customer');
-      // Suspension ends the customer's console sessions (decision 73): no page, no form.
+      // Suspension ends the customer's console sessions: no page, no form.
       assert.equal((await page(alice.cookie)).status, 401);
       assert.equal((await post(alice, vm('web-2'))).status, 401);
       const resumed = await partnerApi<{ data: { workloads_running: number } }>(server, 'POST', '/customers/acme/resume', {

@@ -1,5 +1,5 @@
 /**
- * The origin half of the console form's protection against cross-site requests (decision 142); the other
+ * The origin half of the console form's protection against cross-site requests; the other
  * half is the session's own form token (`ConsoleSession.csrfToken`). The session cookie's SameSite=Lax
  * already keeps it off cross-site POSTs in current browsers; these hold where that does not (older
  * browsers, a sibling subdomain).

@@ -10,7 +10,7 @@ const MAX_ENTRIES = 10_000;
  * The console session behind a cookie, for the console's read-only hot path (the OS image list the form
  * asks for on every page). A session found is remembered for a short, fixed time (TENANTRY_PARTNER_CACHE_MS,
  * at most 5 s), like a partner record: a sign-out, revocation or suspension reaches this read within that
- * time (decision 141). Writes (creating a VM) and pages always read the session fresh. Unknown cookies
+ * time. Writes (creating a VM) and pages always read the session fresh. Unknown cookies
  * are never remembered, so a guessed cookie costs a database read each time, as elsewhere.
  */
 export class ConsoleSessionCache {

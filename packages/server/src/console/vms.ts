@@ -205,7 +205,7 @@ function checkSize(
   return { vcpu, memoryGib, storageGib };
 }
 
-/** The image settings a VM boots with, defaults applied where the entry is silent (decision 139). */
+/** The image settings a VM boots with, defaults applied where the entry is silent. */
 function platformImage(image: OsImage): PlatformVm['image'] {
   const list = (value: string | undefined) => (value ? value.split(',').map((item) => item.trim()) : []);
   return {

@@ -9,7 +9,7 @@ import { expediteCustomerOperations } from '../operations/store.ts';
 import { registerCustomerSteps } from './steps.ts';
 
 /**
- * A creation's commit (decision 240): the common case is one statement with no transaction around it
+ * A creation's commit: the common case is one statement with no transaction around it
  * (`finishAlone`), which must write everything or nothing. These tests run the real `customer.create`
  * handler in an engine of their own (the server's is stopped) and watch what its one statement answered:
  * true (it recorded the outcome), false (not its case; the transaction decided), or refused by its guard.

@@ -180,7 +180,7 @@ for (const target of testDatabases()) {
         ['l-d'],
       );
       // CONTRACT §4: a list item is the customer `GET /customers/{id}` answers, without its projects
-      // (the list reads fewer columns and its serialiser writes nullable fields by type: decision 282).
+      // (the list reads fewer columns and its serialiser writes nullable fields by type).
       const readWithoutProjects = async (id: string) => {
         const { projects: _, ...customer } = (
           await partnerApi<{ data: Record<string, unknown> }>(server, 'GET', `/customers/${id}`, { token: p.live })
@@ -379,7 +379,7 @@ for (const target of testDatabases()) {
       await createCustomer(server, small.test, 'one-more');
     });
 
-    // Decision 211: a create writes its rows first and takes the partner's row last; the limits stay exact.
+    // A partner's creates are counted under its row's lock, so the limit holds exactly.
     test('concurrent creates: exactly max_customers succeed, the rest answer LIMIT_REACHED, the count is exact', async () => {
       const burst = await partnerWithModes(server, 'burst', {
         limits: { max_customers: 4, rate_limit_per_minute: 10_000, rate_limit_burst: 1000 },

@@ -17,7 +17,7 @@ export function organizationRef(customer: Pick<CustomerRow, 'id' | 'organization
 
 /**
  * CONTRACT §6: a request that needs an active customer answers 409 NOT_READY while it provisions
- * (with decision 31's Retry-After: the provisioning time) and 409 CONFLICT while it is suspended,
+ * (with the provisioning time as its Retry-After) and 409 CONFLICT while it is suspended,
  * failed or being deleted.
  */
 export function requireActiveCustomer(row: CustomerRow, action: string, retryAfterS: number): void {

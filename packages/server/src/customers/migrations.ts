@@ -91,7 +91,7 @@ export const customerMigrations: Record<string, Migration> = {
   '0039_customers_create_locked': {
     async up(db: Kysely<unknown>) {
       // What a create does under its partner's lock, run by the statement that inserted its rows, so that
-      // the whole create is one statement committed on its own (decision 241): it counts the customer
+      // the whole create is one statement committed on its own: it counts the customer
       // (the partner's row, locked until the commit), writes the new allocation where the quota fits
       // (the capacity lock), then checks what the transaction's path checks, each read with a snapshot
       // taken after the lock (a volatile PL/pgSQL function takes one per statement it runs). Any check
@@ -155,7 +155,7 @@ export const customerMigrations: Record<string, Migration> = {
   '0041_customers_create_together': {
     async up(db: Kysely<unknown>) {
       // What 0039's function does for one create, for a batch of a partner's creates of one mode written
-      // by one statement (decision 259): the partner's row counts them all, the allocation takes the sum
+      // by one statement: the partner's row counts them all, the allocation takes the sum
       // of their quotas where it fits, and the checks count the batch as one: the maximum of customers
       // and of open operations with every create of the batch, the default plan each create was given,
       // and the platform names of all of them. A check that does not plainly pass raises TN002 as 0039's

@@ -57,7 +57,7 @@ export interface CustomerServiceDeps {
   partnerCache: PartnerCache;
   /** Wakes the operation engine after a commit that opened an operation. */
   onOperationOpened: () => void;
-  /** How long a customer takes to provision: the Retry-After of NOT_READY and TOO_MANY_OPERATIONS (decision 31). */
+  /** How long a customer takes to provision, and so the Retry-After of NOT_READY and TOO_MANY_OPERATIONS. */
   provisioningMs: number;
   /**
    * A customer's suspension or deletion ends its users' console access: the deletes, built on `qc` (the
@@ -85,7 +85,7 @@ export class CustomerService {
     this.#creation = new CustomerCreation({ ...deps, retryAfterS: () => this.retryAfterS });
   }
 
-  /** Seconds a partner should wait for provisioning (decision 31): NOT_READY's and TOO_MANY_OPERATIONS' Retry-After. */
+  /** Seconds a partner should wait for provisioning: NOT_READY's and TOO_MANY_OPERATIONS' Retry-After. */
   get retryAfterS(): number {
     return Math.max(1, Math.ceil(this.#deps.provisioningMs / 1000));
   }

@@ -55,7 +55,7 @@ interface Locked {
   customer: CustomerRow | undefined;
 }
 
-/** The customer being created with its owner and first project as the platform needs them: one read, compiled once (decision 233). */
+/** The customer being created with its owner and first project as the platform needs them: one read, compiled once. */
 const readForCreation = precompile((db: StepsDb, a: { uid: string; project: string }) =>
   db
     .selectFrom('customers')
@@ -104,7 +104,7 @@ const settleCreated = settleCreation('active');
 const settleFailedCreation = settleCreation('failed');
 
 /**
- * The creation's whole commit as one statement, with no transaction around it (decision 240): the
+ * The creation's whole commit as one statement, with no transaction around it: the
  * customer settles with its first project and a ready one's owner (`settlingParts`), the outcome is
  * recorded under the engine's lease, and the event is written with the project's view built from the
  * settled row. Nothing when the customer is no longer provisioning (no row: the transaction's path
@@ -176,7 +176,7 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
       const org = organizationRef(customer);
       const organization = { ...org, displayName: customer.display_name, planId: customer.plan_id };
-      // The whole customer in one call where the driver takes it so (decision 260); else one call at a time.
+      // The whole customer in one call where the driver takes it so; else one call at a time.
       if (owner && project) {
         const whole = await platform.provisionCustomer?.(ctx, {
           organization,

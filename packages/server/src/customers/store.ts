@@ -26,7 +26,7 @@ interface Owner {
   mode: KeyMode;
 }
 
-/** A partner's customer by id: before every change of one, so compiled once (decision 280). */
+/** A partner's customer by id: before every change of one, so compiled once. */
 const readCustomer = precompile((db: Db<CustomerTables>, a: Owner & { id: string }) =>
   db.selectFrom('customers').selectAll().where('partner_id', '=', a.partnerId).where('mode', '=', a.mode).where('id', '=', a.id),
 );
@@ -92,7 +92,7 @@ export async function lockCustomerByUid(trx: Db<CustomerTables>, uid: string): P
   return trx.selectFrom('customers').selectAll().where('uid', '=', uid).forUpdate().executeTakeFirst();
 }
 
-/** The customer's insert, to run alone or as a part of a create's one statement (decision 223). */
+/** The customer's insert, to run alone or as a part of a create's one statement. */
 export function customerInsert(qc: QueryCreator<CustomerTables>, rows: CustomerRow | readonly CustomerRow[]) {
   return qc.insertInto('customers').values(rows);
 }
@@ -141,7 +141,7 @@ export async function setCustomerStatus(
 /**
  * A customer's creation settles it: `active` (its quota now applied) or `failed`, only from
  * `provisioning`. A builder whose update takes the customer's lock and finds the row only while it is
- * still provisioning (decision 223).
+ * still provisioning.
  */
 export function settleProvisioningCustomer(qc: QueryCreator<CustomerTables>, uid: string, to: 'active' | 'failed', now: Date) {
   return qc

@@ -8,9 +8,9 @@ import { ApiError } from '../infra/errors/catalogue.ts';
  * this server serves itself (`/docs/js/scalar.js`): no request leaves the page's origin. `GET /` is a
  * small landing page that links the reference, the document and the health checks.
  *
- * The renderer is loaded on the first visit to `/docs`, not at start (decision 208): Scalar's package
- * holds its whole browser bundle (4.8 MB) as a string, and with its dependencies it was 33-35 MB of every
- * server's resident memory. Its plugin runs in a Fastify instance of its own, made on that first visit,
+ * The renderer is loaded on the first visit to `/docs`, not at start: Scalar's package holds its whole
+ * browser bundle (4.8 MB) as a string, and with its dependencies it costs every server 33-35 MB of
+ * resident memory. Its plugin runs in a Fastify instance of its own, made on that first visit,
  * which this server's `/docs` routes ask through `inject`.
  *
  * Every response here carries a Content-Security-Policy that allows this origin only. The page's one

@@ -49,7 +49,7 @@ export async function recordEvent<T extends EventType>(trx: Db<EventTables>, eve
 
 /**
  * `recordEvent` as a builder, for a transaction's statement that writes a change and its event together
- * (an operation's outcome and the event announcing it: decision 223). It returns the event's
+ * (an operation's outcome and the event announcing it). It returns the event's
  * `delivery_state`: the caller hands it to `announceRecordedEvent` once the statement has run, so the
  * listeners hear of it as they do of `recordEvent`'s.
  */
@@ -57,7 +57,7 @@ export function eventInsert<T extends EventType>(qc: QueryCreator<EventTables>, 
   return boundEventInsert(qc, eventValues(event));
 }
 
-/** A new event's row as the values its insert binds: the arguments of a statement compiled once (decision 233). */
+/** A new event's row as the values its insert binds: the arguments of a statement compiled once. */
 export interface EventValues {
   eventId: string;
   eventPartnerId: string;
@@ -90,7 +90,7 @@ export function boundEventInsert(qc: QueryCreator<EventTables>, v: EventValues) 
 /**
  * `boundEventInsert` of an event whose data may be built by the statement (`data`, a jsonb expression:
  * for an outcome recorded in one statement with the rows its event describes, the bound part of the
- * payload joined with what those rows give; decision 240), inserted only when `when` holds, if given.
+ * payload joined with what those rows give), inserted only when `when` holds, if given.
  */
 export function boundEventInsertOf(
   qc: QueryCreator<EventTables>,

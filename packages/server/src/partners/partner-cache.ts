@@ -4,7 +4,7 @@ import type { Db } from '../infra/db/handle.ts';
 import { findPartner, type PartnerRow } from './store.ts';
 import type { PartnerTables } from './tables.ts';
 
-/** At most this many partners are remembered per process; the oldest go first (decision 257). */
+/** At most this many partners are remembered per process; the oldest go first, so memory stays bounded. */
 const MAX_ENTRIES = 10_000;
 
 /**

@@ -43,7 +43,7 @@ export interface Platform {
   /**
    * Optional, for a driver that can take a new customer whole: its organization with its plan and
    * quota, its owner and its first project with an address range, in one call (`customer.create`
-   * uses it when the driver has it; decision 260). It leaves what `ensureOrganization`, `applyQuota`,
+   * uses it when the driver has it). It leaves what `ensureOrganization`, `applyQuota`,
    * `ensureUser`, `reserveAddressRange` and `ensureProject` in that order would, and answers as they
    * would together: `done` with the project's range once all are there, or `in_progress` until a
    * time (with the range once the project has one). It answers undefined whenever it cannot take the
@@ -170,7 +170,7 @@ export type ConsoleLoginGrant =
   /** `url` when the identity provider minted the login itself; otherwise Tenantry mints its own link. */
   | { state: 'ready'; url?: string; expiresAt?: Date };
 
-/** A VM as the console asks for it: every image setting resolved (defaults applied: decision 139). */
+/** A VM as the console asks for it: every image setting resolved (defaults applied). */
 export interface PlatformVm extends OrganizationRef {
   namespace: string;
   name: string;

@@ -49,7 +49,7 @@ export class ProjectService {
   }
 
   /**
-   * Opens a project's creation (202). Refusals come in decision 31's order: validation (the
+   * Opens a project's creation (202). Refusals come in this order: validation (the
    * namespace's length), the customer's state (NOT_READY, CONFLICT), LIMIT_REACHED,
    * TOO_MANY_OPERATIONS, then ALREADY_EXISTS.
    */
@@ -75,7 +75,7 @@ export class ProjectService {
         const customer = await lockCustomer(trx, tenant, customerId);
         if (!customer) throw notFound(`Customer ${customerId}`);
         requireActiveCustomer(customer, 'create projects', customers.retryAfterS);
-        // The customer's projects, the operation slot and the platform name, in one statement (decision 223).
+        // The customer's projects, the operation slot and the platform name, in one statement.
         const taken = await trx
           .selectNoFrom((eb) => [
             projectCount(eb, customer.uid).as('projects'),

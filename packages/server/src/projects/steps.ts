@@ -80,8 +80,8 @@ export async function settleFirstProject(
 }
 
 /**
- * The view of a project left-joined to a statement's row (the customer's settling statement, decision
- * 224): null when the join found none, its columns all null then.
+ * The view of a project left-joined to a statement's row (the customer's settling statement):
+ * null when the join found none, its columns all null then.
  */
 export function joinedProjectView(row: { [K in (typeof PROJECT_VIEW_COLUMNS)[number]]: ProjectRow[K] | null }): Project | null {
   return row.name === null ? null : toProject(row as Pick<ProjectRow, (typeof PROJECT_VIEW_COLUMNS)[number]>);

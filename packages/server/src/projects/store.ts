@@ -13,7 +13,7 @@ export async function insertProject(trx: Db<ProjectTables>, row: ProjectRow): Pr
   await projectInsert(trx, row).execute();
 }
 
-/** The project's insert, to run alone or as a part of a create's one statement (decision 223). */
+/** The project's insert, to run alone or as a part of a create's one statement. */
 export function projectInsert(qc: QueryCreator<ProjectTables>, rows: ProjectRow | readonly ProjectRow[]) {
   return qc.insertInto('projects').values(rows);
 }
@@ -33,7 +33,7 @@ export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[
 
 /**
  * The customer's project `name` as provisioning needs it, as a subquery: `customer.create` reads it with
- * its customer in one statement (decision 223).
+ * its customer in one statement.
  */
 export function projectForPlatform(qc: QueryCreator<ProjectTables>, customerUid: string, name: string) {
   return qc.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('name', '=', name);
@@ -51,7 +51,7 @@ const isoTimestamp = (column: string) => sql<string>`to_char(${sql.ref(column)} 
 
 /**
  * `toProject` in SQL: the view of the project row named `from` (a table or a statement's part) as
- * jsonb, for an event built by the statement that settles the project (decision 240). The tests hold
+ * jsonb, for an event built by the statement that settles the project. The tests hold
  * it to `toProject` of the same row.
  */
 export function projectViewJson(from: string) {
@@ -64,7 +64,7 @@ export function projectViewJson(from: string) {
 /**
  * The project, if it is still provisioning, turned `to` (its lock taken by the update), returning its
  * view's columns; nothing when it is not provisioning or gone. A builder: the customer's creation
- * settles its first project in the statement that settles the customer (decision 224).
+ * settles its first project in the statement that settles the customer.
  */
 export function settleProvisioningProject(
   qc: QueryCreator<ProjectTables>,
@@ -77,7 +77,7 @@ export function settleProvisioningProject(
   return (
     qc
       .updateTable('projects')
-      // The address range the look that finished learned, where the project has none yet (decision 260).
+      // The address range the look that finished learned, where the project has none yet.
       .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: now, cidr: sql<string | null>`coalesce(cidr, ${cidr}::text)` })
       .where('customer_uid', '=', customerUid)
       .where('name', '=', name)
@@ -111,7 +111,7 @@ export async function recordAddressRange(db: Db<ProjectTables>, uid: string, cid
   await recordCidr(db, { uid, cidr });
 }
 
-/** Every project's provisioning records its range: compiled once (decision 233). */
+/** Every project's provisioning records its range: compiled once. */
 const recordCidr = precompile((db: Db<ProjectTables>, a: { uid: string; cidr: string }) =>
   db.updateTable('projects').set({ cidr: a.cidr }).where('uid', '=', a.uid).where('cidr', 'is', null),
 );

@@ -14,7 +14,7 @@ export async function insertUser(trx: Db<UserTables>, row: UserRow): Promise<voi
   await userInsert(trx, row).execute();
 }
 
-/** The user's insert, to run alone or as a part of a create's one statement (decision 223). */
+/** The user's insert, to run alone or as a part of a create's one statement. */
 export function userInsert(qc: QueryCreator<UserTables>, rows: UserRow | readonly UserRow[]) {
   return qc.insertInto('users').values(rows);
 }
@@ -36,7 +36,7 @@ export type UserForPlatform = Pick<UserRow, (typeof USER_FOR_PLATFORM)[number]>;
 
 /**
  * The customer's owner as the platform needs it, as a subquery: `customer.create` reads it with its
- * customer and first project in one statement (decision 223).
+ * customer and first project in one statement.
  */
 export function ownerForPlatform(qc: QueryCreator<UserTables>, customerUid: string) {
   return qc.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('is_owner', '=', true);
@@ -49,7 +49,7 @@ export async function setUserPlatformState(db: Db<UserTables>, uid: string, stat
 
 /**
  * The owner made on the platform with its customer (nothing done when it already was): written by the
- * creation's commit, as a part of the statement that settles the customer (decision 223).
+ * creation's commit, as a part of the statement that settles the customer.
  */
 export function ownerReadyUpdate(qc: QueryCreator<UserTables>, customerUid: string, at: Date) {
   return qc

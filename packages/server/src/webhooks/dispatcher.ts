@@ -43,7 +43,7 @@ export interface DispatcherDeps {
   maxInFlight?: number;
   /**
    * Deliveries in flight to one receiver across every process, so a receiver that stops answering
-   * holds only these (TENANTRY_WEBHOOK_CONCURRENCY, decision 205).
+   * holds only these (TENANTRY_WEBHOOK_CONCURRENCY).
    */
   perReceiver: number;
 }
@@ -269,13 +269,13 @@ export class WebhookDispatcher {
 }
 
 /**
- * Claims due deliveries, each with its receiver as the same snapshot sees it (one round trip for both,
- * decision 266): at most `free` in all, and per receiver (partner and mode) no more than `perReceiver`
+ * Claims due deliveries, each with its receiver as the same snapshot sees it (one round trip for both):
+ * at most `free` in all, and per receiver (partner and mode) no more than `perReceiver`
  * in flight across every process, so one partner's backlog or dead receiver never takes another's turn.
  * Only configured receivers can have pending deliveries (`initialDeliveryState`), so the walk is one
  * index probe per receiver. The update takes the picked rows by their place in
- * the table (`ctid`, a TID scan: a few pages whatever the backlog; joined by id, the planner hashed every
- * pending delivery to find them, decision 258), and re-checks the state and the lease on the row's newest
+ * the table (`ctid`, a TID scan: a few pages whatever the backlog; joined by id, the planner hashes every
+ * pending delivery to find them), and re-checks the state and the lease on the row's newest
  * version: of two processes only one claims a row.
  */
 async function claim(db: DispatcherDb, now: Date, leaseUntil: Date, free: number, perReceiver: number): Promise<ClaimedRow[]> {

@@ -52,8 +52,8 @@ export const webhookMigrations: Record<string, Migration> = {
   },
   '0033_webhooks_leased_idx': {
     async up(db: Kysely<unknown>) {
-      // Every claim counts each receiver's deliveries in flight; without this it walked the receiver's
-      // whole backlog of pending rows (decision 197).
+      // Every claim counts each receiver's deliveries in flight; without this it walks the receiver's
+      // whole backlog of pending rows.
       await sql`
         create index events_delivery_leased_idx on events (partner_id, mode)
         where delivery_state = 'pending' and delivery_lease_until is not null`.execute(db);
@@ -61,10 +61,10 @@ export const webhookMigrations: Record<string, Migration> = {
   },
   '0040_webhooks_receiver_due_idx': {
     async up(db: Kysely<unknown>) {
-      // The claim walks each receiver's pending deliveries in the order they are due. The index in that
-      // order had no receiver columns, so the planner walked the receiver's every event instead
-      // (`events_partner_type_idx`, delivered ones included) and sorted what it kept: about 2,800 pages
-      // a claim under the lag bench's load (decision 255). This one starts at the receiver's first row.
+      // The claim walks each receiver's pending deliveries in the order they are due. Without receiver
+      // columns in that order's index, the planner walks the receiver's every event instead
+      // (`events_partner_type_idx`, delivered ones included) and sorts what it keeps: thousands of pages
+      // a claim under load. This one starts at the receiver's first row.
       await sql`
         create index events_delivery_receiver_due_idx on events (partner_id, mode, delivery_due_at nulls first, id)
         where delivery_state = 'pending'`.execute(db);

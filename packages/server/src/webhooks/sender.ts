@@ -52,7 +52,7 @@ export class WebhookSender {
     // receiver instead.
     // An extra CA goes in as one secure context built here, never as the `ca` option: Node's agent
     // puts `ca` into the key of its socket pool, so every request would join and hash ~140 public CA
-    // certificates (180 KB), and every new connection would parse them again (decision 196).
+    // certificates (180 KB), and every new connection would parse them again.
     this.#agent = new https.Agent({
       keepAlive: true,
       maxFreeSockets: options.idleSocketsPerReceiver ?? 16,

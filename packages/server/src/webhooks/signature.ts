@@ -10,7 +10,7 @@ export function newSigningSecret(): string {
  * `<timestamp>.<raw body>`, keyed with the secret's 64 characters as ASCII bytes.
  */
 export function signDelivery(secret: string, timestamp: number, body: string): string {
-  // Through a KeyObject: Node's import of a bare Buffer key costs three times the HMAC (decision 193).
+  // Through a KeyObject: Node's import of a bare Buffer key costs three times the HMAC.
   const key = createSecretKey(Buffer.from(secret, 'ascii'));
   return `sha256=${createHmac('sha256', key).update(`${timestamp}.${body}`).digest('hex')}`;
 }

@@ -51,14 +51,14 @@ export interface DeliverySettlement {
 /**
  * Appends attempts to the delivery log, keeping each touched log to its 50 most recent, and writes
  * the deliveries' next states (`settled`, the attempts' deliveries; their leases released), all in one
- * statement (decision 256): the dispatcher's outcomes are one round trip instead of a five-statement
+ * statement: the dispatcher's outcomes are one round trip instead of a five-statement
  * transaction. The values travel as arrays, so the text is the same for any number of outcomes:
  * prepared once per connection, where a list of rows made one statement per length.
  *
  * A statement's parts see one snapshot, so the trim cannot see the rows the same statement adds: of a
  * log's new attempts only its 50 most recent are inserted, and of its old ones only as many as still fit.
  * The trim walks each touched log by its index, newest first, past those it keeps, and deletes the rest
- * by their place in the table (`ctid`): its cost is the log's, never the table's (decision 267).
+ * by their place in the table (`ctid`): its cost is the log's, never the table's.
  */
 export async function appendAttempts(
   db: Db<WebhookTables>,

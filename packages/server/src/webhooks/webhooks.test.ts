@@ -807,7 +807,7 @@ for (const target of testDatabases()) {
 
       test('outcomes written in one batch keep each log to its 50 most recent attempts, in order, whatever the batch holds', async () => {
         // The dispatcher writes a burst's outcomes in one statement, which cannot see its own inserts
-        // while it trims (decision 256): a batch over 50, or one that fills a log with old attempts.
+        // while it trims: a batch over 50, or one that fills a log with old attempts.
         const attempt = (mode: 'live' | 'test', n: number) => ({
           partner_id: lab.id,
           mode,

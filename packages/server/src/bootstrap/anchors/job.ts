@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { V1Job } from '@kubernetes/client-node';
 
 /**
- * The one-shot Jobs that bind and check anchors on a node (decision 125). Each runs on its node
+ * The one-shot Jobs that bind and check anchors on a node. Each runs on its node
  * (`nodeName`), in the host network, as root with only NET_ADMIN, and writes what it found as `key=value`
  * lines in its termination message, which the CLI reads from the pod's status (no log access needed).
  *

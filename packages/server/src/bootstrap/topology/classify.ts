@@ -22,7 +22,7 @@ function notNeededOnly(classes: TopologyClass[]): boolean {
 }
 
 /**
- * The verdict from the evidence (decision 124), pure. Each hint weighs 3, 2 or 1 by its confidence; the
+ * The verdict from the evidence, pure. Each hint weighs 3, 2 or 1 by its confidence; the
  * class with the most weight wins. A tie, or high-confidence evidence for two classes, is ambiguous (unless
  * it is between B and C, which agree that the feature is not needed). Confidence is high only when the
  * winner has high evidence and nothing points elsewhere; medium when it has high evidence against weaker

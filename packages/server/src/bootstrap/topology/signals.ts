@@ -14,7 +14,7 @@ export interface Signal {
 
 /**
  * providerID schemes of cloud providers whose load balancers handle hairpin traffic (class C), and of
- * distributions that set a providerID of their own on bare metal (no cloud at all). Decision 123.
+ * distributions that set a providerID of their own on bare metal (no cloud at all).
  */
 const CLOUD_SCHEMES = new Set([
   'aws',

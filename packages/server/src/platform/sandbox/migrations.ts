@@ -98,8 +98,8 @@ export const sandboxMigrations: Record<string, Migration> = {
   },
   '0034_sandbox_range_per_namespace': {
     async up(db: Kysely<unknown>) {
-      // One range per namespace, held by the database: the allocator's one-statement path relies on it
-      // (decision 216). The allocator's lock always kept it so, so existing rows satisfy it.
+      // One range per namespace, held by the database: the allocator's one-statement path relies on it.
+      // Existing rows satisfy it: the allocator's lock keeps it so too.
       await sql`create unique index sandbox_address_ranges_namespace on sandbox_address_ranges (partner_id, mode, namespace)`.execute(db);
     },
   },

@@ -40,7 +40,7 @@ for (const target of testDatabases()) {
   });
 }
 
-/** The allocator's one-statement path and its locked path together (decision 216), under concurrent looks. */
+/** The allocator's one-statement path and its locked path together, under concurrent looks. */
 for (const target of testDatabases()) {
   describe(`sandbox address ranges under concurrent allocators [${target.name}]`, () => {
     let url: string | undefined;

@@ -7,7 +7,7 @@ import { ASYNCHRONOUS_COMMIT } from '../../infra/db/database.ts';
 
 const postgres = testDatabases().find((target) => target.name === 'postgres');
 
-describe("the sandbox's writes on a PostgreSQL server (decision 234)", { skip: !postgres && 'needs TENANTRY_TEST_DATABASE_URL' }, () => {
+describe("the sandbox's writes on a PostgreSQL server", { skip: !postgres && 'needs TENANTRY_TEST_DATABASE_URL' }, () => {
   let server: TestServer;
   before(async () => {
     server = await startTestServer(postgres as NonNullable<typeof postgres>);

@@ -6,7 +6,7 @@ import type { CustomerSpec, PlatformContext } from '../platform.ts';
 import { SandboxPlatform } from './sandbox-platform.ts';
 
 /**
- * The sandbox takes a new customer whole in one statement a look (decision 260), and leaves to the calls
+ * The sandbox takes a new customer whole in one statement a look, and leaves to the calls
  * one by one what that statement does not decide. The conformance suite holds it to what the calls
  * make; these are the sandbox's own cases, on both databases.
  */

@@ -36,8 +36,8 @@ export interface WholeCustomerRow {
 
 /**
  * One look at a new customer in one statement, doing what the sandbox's `ensureOrganization`,
- * `applyQuota`, `ensureUser`, `reserveAddressRange` and `ensureProject` do one after another (decision
- * 260), each part only once the part before it may go:
+ * `applyQuota`, `ensureUser`, `reserveAddressRange` and `ensureProject` do one after another,
+ * each part only once the part before it may go:
  * - the organization, made with its plan and quota, or the one already there with the plan and quota
  *   merged in; nothing when that one is going or has failed (`organization_ready_at` null);
  * - once it is ready, the owner (a user already there is the owner made by an earlier look), and the
