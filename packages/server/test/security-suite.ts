@@ -32,7 +32,7 @@ export interface SecurityCase {
 
 const ALL_SCOPES: Scope[] = ['customers:read', 'customers:write', 'customers:sso', 'usage:read'];
 
-export interface SecuritySuiteOptions {
+interface SecuritySuiteOptions {
   /**
    * The server's whole partner API: a test fails when a route that needs a token has no case here,
    * or a case names a route the server does not have, so a new route cannot be left out.
@@ -118,7 +118,7 @@ export function securitySuite(getServer: () => TestServer, cases: SecurityCase[]
  * route. A case's path names a route when it fits the route's pattern (a parameter stands for one
  * segment, `{id}` or a real value); a fixed segment wins over a parameter, as in the router.
  */
-export function uncovered(routes: readonly PartnerRoute[], cases: readonly SecurityCase[]): string[] {
+function uncovered(routes: readonly PartnerRoute[], cases: readonly SecurityCase[]): string[] {
   const patterns = routes.map((route) => {
     const path = route.url.slice(PARTNER_API_PREFIX.length);
     const params = path.split('/').filter((segment) => segment.startsWith(':')).length;
