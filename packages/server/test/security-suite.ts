@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { PartnerRoute } from '../src/app/partner-app.ts';
+import { PARTNER_API_PREFIX } from '../src/app/partner-app.ts';
 import type { Scope } from '../src/auth/scopes.ts';
 import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from './client.ts';
 import type { TestServer } from './harness.ts';
 
 /**
  * The shared security suite: every authenticated partner route joins it by
- * adding a case. For each route it asserts: no token, a bad token and an
- * expired-looking token answer 401; a token without the route's scope answers
- * 403 FORBIDDEN; and, for routes that read one resource, another partner's and
+ * adding a case. For each route it asserts: no token and a token this server
+ * did not sign answer 401; a token without the route's scope answers
+ * 403 FORBIDDEN; and, for routes on one resource, another partner's and
  * the other mode's tokens answer 404 NOT_FOUND.
  */
 export interface SecurityCase {
@@ -18,9 +20,10 @@ export interface SecurityCase {
   scope: Scope | 'any';
   body?: unknown;
   /**
-   * For routes on one resource: creates it for the given partner token and
-   * returns the path that addresses it. The suite then calls that path with
-   * another partner's token and with the same partner's other-mode token.
+   * For routes on one resource: creates it for the given partner token (a
+   * test-mode one for test-mode routes) and returns the path that addresses it.
+   * The suite calls that path with another partner's token and with the same
+   * partner's other-mode token, then with the owner's.
    */
   owned?: (token: string) => Promise<string>;
   /** A test-mode route (CONTRACT §5): its tokens are test-mode ones, and a live token gets 404 whatever its scopes. */
@@ -29,7 +32,21 @@ export interface SecurityCase {
 
 const ALL_SCOPES: Scope[] = ['customers:read', 'customers:write', 'customers:sso', 'usage:read'];
 
-export function securitySuite(getServer: () => TestServer, cases: SecurityCase[]): void {
+interface SecuritySuiteOptions {
+  /**
+   * The server's whole partner API: a test fails when a route that needs a token has no case here,
+   * or a case names a route the server does not have, so a new route cannot be left out.
+   */
+  everyRoute?: boolean;
+}
+
+export function securitySuite(getServer: () => TestServer, cases: SecurityCase[], options: SecuritySuiteOptions = {}): void {
+  if (options.everyRoute) {
+    test('every partner route that needs a token has a case, with its scope and mode', () => {
+      assert.deepEqual(uncovered(getServer().partnerRoutes(), cases), []);
+    });
+  }
+
   let counter = 0;
   const uniquePartner = (tag: string) => `sec-${tag}-${process.pid % 1000}-${counter++}`;
 
@@ -83,12 +100,50 @@ export function securitySuite(getServer: () => TestServer, cases: SecurityCase[]
         await createPartner(server, ownerId);
         const liveToken = (await exchange(server, await issueKey(server, ownerId))).body.access_token;
         const testToken = (await exchange(server, await issueKey(server, ownerId, { mode: 'test' }))).body.access_token;
-        const path = await owned(liveToken);
-        assert.equal((await partnerApi(server, route.method, path, options(liveToken))).status < 400, true, 'the owner can reach it');
-        const stranger = await partnerWithToken(server, uniquePartner('other'));
+        const [ownerToken, otherModeToken] = route.testMode ? [testToken, liveToken] : [liveToken, testToken];
+        const path = await owned(ownerToken);
+        const stranger = await partnerWithToken(server, uniquePartner('other'), route.testMode ? { key: { mode: 'test' } } : {});
         assertError(await partnerApi(server, route.method, path, options(stranger.token)), 404, 'NOT_FOUND');
-        assertError(await partnerApi(server, route.method, path, options(testToken)), 404, 'NOT_FOUND');
+        assertError(await partnerApi(server, route.method, path, options(otherModeToken)), 404, 'NOT_FOUND');
+        // Last, so the 404s above were not for something already gone, and the strangers' calls changed nothing the owner needs.
+        const own = await partnerApi(server, route.method, path, options(ownerToken));
+        assert.ok(own.status < 400, `the owner can reach it: ${own.status} ${own.text}`);
       });
     }
   }
+}
+
+/**
+ * What `cases` misses of `routes`: each authenticated route without a case, and each case without a
+ * route. A case's path names a route when it fits the route's pattern (a parameter stands for one
+ * segment, `{id}` or a real value); a fixed segment wins over a parameter, as in the router.
+ */
+function uncovered(routes: readonly PartnerRoute[], cases: readonly SecurityCase[]): string[] {
+  const patterns = routes.map((route) => {
+    const path = route.url.slice(PARTNER_API_PREFIX.length);
+    const params = path.split('/').filter((segment) => segment.startsWith(':')).length;
+    // Route paths are letters, digits, '-', '_' and '/' besides parameters: nothing else to escape.
+    const regex = new RegExp(`^${path.replace(/:[A-Za-z_]+/g, '[^/]+')}$`);
+    return { route, path, params, regex };
+  });
+  const covered = new Set<string>();
+  const problems: string[] = [];
+  for (const c of cases) {
+    const path = c.path.split('?')[0] ?? '';
+    const match = patterns.filter((p) => p.route.method === c.method && p.regex.test(path)).sort((a, b) => a.params - b.params)[0];
+    if (!match) {
+      problems.push(`${c.method} ${c.path}: a case for no registered route`);
+      continue;
+    }
+    covered.add(`${c.method} ${match.path}`);
+    if (match.route.scope !== c.scope) problems.push(`${c.method} ${match.path}: needs ${match.route.scope}, the case says ${c.scope}`);
+    const testMode = match.path.startsWith('/test-helpers/');
+    if ((c.testMode ?? false) !== testMode) problems.push(`${c.method} ${match.path}: testMode should be ${testMode}`);
+  }
+  for (const p of patterns) {
+    if (p.route.scope !== undefined && !covered.has(`${p.route.method} ${p.path}`)) {
+      problems.push(`${p.route.method} ${p.path}: needs a token and has no case in the security suite`);
+    }
+  }
+  return problems;
 }

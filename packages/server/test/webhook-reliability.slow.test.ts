@@ -4,6 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { openAppDatabase } from '../src/app/database.ts';
 import { http, OPERATOR_API, PARTNER_API } from './client.ts';
 import { createServerDatabase, dropServerDatabase, SERVER_DATABASE_URL } from './harness.ts';
 import { type ServeProcess, spawnServe } from './serve-process.ts';
@@ -26,7 +27,11 @@ interface Target {
 }
 
 const targets: Target[] = [
-  { name: 'embedded', env: async () => ({ TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-hooks-')) }), cleanup: async () => {} },
+  {
+    name: 'embedded',
+    env: async () => ({ TENANTRY_DATA_DIR: mkdtempSync(join(tmpdir(), 'tenantry-hooks-')) }),
+    cleanup: async () => {},
+  },
 ];
 if (SERVER_DATABASE_URL) {
   targets.push({
@@ -121,6 +126,29 @@ async function churn(url: () => string, token: string, id: string, progress: { d
   }
 }
 
+/**
+ * The partner's events that no delivery outcome has closed yet, read once every process has stopped:
+ * an event still pending would be sent (again) by the next process, so none may be left.
+ */
+async function pendingDeliveries(env: Record<string, string>): Promise<string[]> {
+  const database = await openAppDatabase(
+    env.TENANTRY_DATABASE_URL
+      ? { kind: 'postgres', url: env.TENANTRY_DATABASE_URL }
+      : { kind: 'embedded', dataDir: join(env.TENANTRY_DATA_DIR ?? '', 'db') },
+  );
+  try {
+    const rows = await database.db
+      .selectFrom('events')
+      .select(['id', 'delivery_state'])
+      .where('partner_id', '=', 'burst')
+      .where('delivery_state', '=', 'pending')
+      .execute();
+    return rows.map((row) => row.id);
+  } finally {
+    await database.close();
+  }
+}
+
 /** Waits until the partner's customers are active (suspend needs it). */
 async function customersActive(partnerUrl: string, token: string) {
   for (let i = 0; i < 200; i++) {
@@ -171,6 +199,11 @@ for (const target of targets) {
         assert.ok(Date.now() < deadline, `${missing.length} of ${ids.length} events never delivered`);
         await sleep(100);
       }
+      // A stop lets the deliveries in flight finish and records them: after it nothing more can arrive,
+      // so the counts below are final, and nothing left pending would be sent by a later process.
+      assert.equal(await server.stop('SIGTERM'), 0);
+      server = undefined;
+      assert.deepEqual(await pendingDeliveries(env), [], 'every delivery has its outcome');
       for (const delivery of receiver.deliveries) assert.equal(verifyDelivery(delivery, [secret], Date.now()), secret);
       // At least once: only what was in flight at the kill may arrive twice.
       const counts = new Map<string, number>();
@@ -181,10 +214,9 @@ for (const target of targets) {
         twice.every((id) => beforeRestart.has(id)),
         'a duplicate is a delivery the killed process had sent',
       );
-      const duplicates = [...counts.values()].filter((n) => n > 1).length;
-      console.log(`# ${target.name}: ${ids.length} events, ${receiver.deliveries.length} deliveries, ${duplicates} duplicated by the kill`);
-      await server.stop('SIGTERM');
-      server = undefined;
+      console.log(
+        `# ${target.name}: ${ids.length} events, ${receiver.deliveries.length} deliveries, ${twice.length} duplicated by the kill`,
+      );
     });
   });
 }
@@ -220,7 +252,10 @@ if (SERVER_DATABASE_URL) {
         assert.ok(Date.now() < deadline, 'every event delivered');
         await sleep(50);
       }
-      await sleep(500);
+      // Both stop, each letting its deliveries in flight finish: after that nothing more can arrive, and
+      // nothing left pending would be sent by a later process.
+      assert.deepEqual(await Promise.all(servers.splice(0).map((s) => s.stop('SIGTERM'))), [0, 0]);
+      assert.deepEqual(await pendingDeliveries(env), [], 'every delivery has its outcome');
       assert.equal(receiver.deliveries.length, ids.length, 'no event delivered twice');
       assert.deepEqual(new Set(receiver.ids()), new Set(ids));
     });

@@ -95,17 +95,36 @@ for (const target of targets) {
 
       const created = await Promise.all(
         Array.from({ length: CUSTOMERS }, (_, i) =>
-          api('POST', '/customers', { id: `c${i}`, owner: { username: 'o', email: `o@c${i}.example` } }),
+          api<{ data: { operation: { id: string } } }>('POST', '/customers', {
+            id: `c${i}`,
+            owner: { username: 'o', email: `o@c${i}.example` },
+          }),
         ),
       );
       assert.deepEqual(new Set(created.map((r) => r.status)), new Set([202]));
-      // Well inside the sandbox's 1 s, then again around the time the restarted process finishes the work.
-      await sleep(300);
-      const inFlight = await api<{ data: unknown[] }>('GET', '/customers?status=provisioning&limit=200');
-      assert.ok(inFlight.body.data.length > 0, 'the kill lands while customers are provisioning');
+      const operations = created.map((r, i) => `/customers/c${i}/operations/${r.body.data.operation.id}`);
+      const statuses = async () =>
+        Promise.all(operations.map(async (path) => (await api<{ data: { status: string } }>('GET', path)).body.data.status));
+
+      // The first kill lands once the engine has claimed work and started it (an operation is running):
+      // the restarted process must take over steps a dead one held.
+      let seen = await statuses();
+      while (!seen.includes('running')) {
+        assert.ok(
+          seen.every((status) => status === 'pending'),
+          `the kill must land mid-provisioning: ${seen.join(',')}`,
+        );
+        await sleep(20);
+        seen = await statuses();
+      }
       await server.stop('SIGKILL');
       server = await start();
-      await sleep(900);
+      // The second once the restarted process has finished some of it.
+      const resumed = Date.now() + LEASE_MS + 20_000;
+      for (seen = await statuses(); !seen.includes('succeeded'); seen = await statuses()) {
+        assert.ok(Date.now() < resumed, `the restarted process finished nothing: ${seen.join(',')}`);
+        await sleep(20);
+      }
       await server.stop('SIGKILL');
       server = await start();
 
