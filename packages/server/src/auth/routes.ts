@@ -57,10 +57,9 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
         response: { 200: WhoamiResponse },
       },
     },
-    // The answer's text, built once per token and partner row; the fast path (whoami-fast-path.ts)
-    // sends the same bytes. A string with a JSON content type is sent as it is.
+    // The answer's text, built once per token and partner row. A string with a JSON content type is sent as it is.
     async (request, reply) => {
-      const body: unknown = auth.whoamiJson(principalOf(request)).json;
+      const body: unknown = auth.whoamiJson(principalOf(request));
       return reply.type('application/json; charset=utf-8').send(body as Static<typeof WhoamiResponse>);
     },
   );

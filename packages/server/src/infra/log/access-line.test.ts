@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { test } from 'node:test';
 import pino, { type LoggerOptions } from 'pino';
-import { type AccessFields, accessLog, routeAccessLog } from './access-line.ts';
+import { type AccessFields, accessLog } from './access-line.ts';
 
 /** A pino logger whose lines are kept as written, with a fixed time so two lines can be compared byte for byte. */
 function captured(options: LoggerOptions = {}) {
@@ -44,30 +44,6 @@ test("the access line is byte for byte what pino writes for the same fields, wit
     assert.deepEqual(ours.lines, theirs.lines);
     assert.equal(JSON.parse(ours.lines[0] ?? '').msg, 'request');
   }
-});
-
-test("one route's access line (a fast path's) is byte for byte what pino writes, also with texts JSON must escape", () => {
-  for (const options of [{ base: { service: 'tenantry' } }, {}, { base: null }]) {
-    const ours = captured(options);
-    const theirs = captured(options);
-    for (const fields of FIELDS) {
-      const route = { api: fields.api, method: fields.method, route: fields.route ?? '/' };
-      routeAccessLog(ours.logger, route)(fields.request_id, fields.partner, fields.status, fields.latency_ms);
-      theirs.logger.info({ ...fields, route: route.route }, 'request');
-    }
-    assert.deepEqual(ours.lines, theirs.lines);
-  }
-  // Above info, nothing; through pino's own path when the logger needs it.
-  const quiet = captured({ level: 'warn' });
-  routeAccessLog(quiet.logger, { api: 'a', method: 'GET', route: '/' })('req_z', undefined, 200, 1);
-  assert.equal(quiet.lines.length, 0);
-  const mixed = captured({ mixin: () => ({ mixed: true }) });
-  routeAccessLog(mixed.logger, { api: 'a', method: 'GET', route: '/' })('req_z', 'acme', 200, 1);
-  assert.deepEqual((({ mixed, partner, route }) => ({ mixed, partner, route }))(JSON.parse(mixed.lines[0] ?? '')), {
-    mixed: true,
-    partner: 'acme',
-    route: '/',
-  });
 });
 
 test('a child logger keeps its bindings in the access line', () => {

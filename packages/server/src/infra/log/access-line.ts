@@ -39,27 +39,6 @@ export function accessLog(logger: Logger): AccessLog {
   };
 }
 
-/** The access line of one route answered outside the framework: the fields that vary. */
-export type RouteAccessLog = (requestId: string, partner: string | undefined, status: number, latencyMs: number) => void;
-
-/**
- * `accessLog` for one route's requests, its API, method and route written into the line once (a fast
- * path's, auth/whoami-fast-path.ts): the same bytes, with the constant fields not quoted again per request.
- */
-export function routeAccessLog(logger: Logger, route: { api: string; method: string; route: string }): RouteAccessLog {
-  const line = plainLine(logger);
-  if (line === undefined) {
-    const log = accessLog(logger);
-    return (request_id, partner, status, latency_ms) => log({ ...route, request_id, partner, status, latency_ms });
-  }
-  const head = `,"api":${quote(route.api)},"request_id":`;
-  const tail = `,"method":${quote(route.method)},"route":${quote(route.route)},"status":`;
-  return (requestId, partner, status, latencyMs) => {
-    if (logger.levelVal > INFO) return;
-    line.write(`${head}${quote(requestId)}${partnerField(partner)}${tail}${number(status)},"latency_ms":${number(latencyMs)}`);
-  };
-}
-
 /**
  * Writes a line of pino's own bytes around `fields` (the JSON members after the bindings, each with its
  * leading comma): undefined when the logger is configured in a way that needs pino's own path.
