@@ -5,10 +5,8 @@ import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import type { Logger } from 'pino';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
-import { accessLog } from '../log/access-line.ts';
 import { coalesceResponseWrites } from './coalesced-writes.ts';
 import { DeferredSchemas } from './deferred-schemas.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
@@ -119,17 +117,20 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
     sendError(request, reply, new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }));
   });
 
-  const writeAccessLine = accessLog(logger as Logger);
+  // One line per request, written by pino as every other line (its asynchronous destination: see log/logger.ts).
   app.addHook('onResponse', (request, reply, done) => {
-    writeAccessLine({
-      api: name,
-      request_id: request.id,
-      partner: request.logPartnerId,
-      method: request.method,
-      route: request.routeOptions.url ?? null,
-      status: reply.statusCode,
-      latency_ms: Math.round(reply.elapsedTime * 100) / 100,
-    });
+    logger.info(
+      {
+        api: name,
+        request_id: request.id,
+        partner: request.logPartnerId,
+        method: request.method,
+        route: request.routeOptions.url ?? null,
+        status: reply.statusCode,
+        latency_ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    );
     done();
   });
 
