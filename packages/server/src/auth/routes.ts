@@ -57,10 +57,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
         response: { 200: WhoamiResponse },
       },
     },
-    // The answer's text, built once per token and partner row. A string with a JSON content type is sent as it is.
-    async (request, reply) => {
+    // The answer's text, built once per token and partner row. A string with a JSON content type is sent as
+    // it is. Returned, not sent: a handler that returns the reply makes Fastify wait on the response's end.
+    (request, reply) => {
       const body: unknown = auth.whoamiJson(principalOf(request));
-      return reply.type('application/json; charset=utf-8').send(body as Static<typeof WhoamiResponse>);
+      reply.type('application/json; charset=utf-8');
+      return body as Static<typeof WhoamiResponse>;
     },
   );
 };
