@@ -2,14 +2,12 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { BUNDLED_CATALOGUE } from '../src/images/sources.ts';
 import { parseCatalogue } from '../src/images/validate.ts';
-import { keepTickShape } from '../src/infra/tick-shape.ts';
 
 /**
  * The baseline of the OS image bench: node:http alone, one route answering the very bytes tenantry's
  * `GET /api/create-vm/{ns}/os-images` answers (the bundled catalogue), with no framework, no session
- * check and no log line. It keeps the shape of Node's tick queue entries, as the server does (decision 251).
+ * check and no log line.
  */
-keepTickShape();
 const body = Buffer.from(JSON.stringify(parseCatalogue(readFileSync(BUNDLED_CATALOGUE, 'utf8')).images));
 const server = createServer((request, response) => {
   if (request.url !== '/os-images') {

@@ -5,7 +5,6 @@ import type { Database } from '../src/app/database.ts';
 import { customerWithProjectsQuery } from '../src/customers/store.ts';
 import { PGlitePool } from '../src/infra/db/pglite-pool.ts';
 import { newId } from '../src/infra/ids.ts';
-import { keepTickShape } from '../src/infra/tick-shape.ts';
 
 /**
  * The floors of the bench, in their own process on the same Node as `tenantry serve`:
@@ -22,11 +21,7 @@ import { keepTickShape } from '../src/infra/tick-shape.ts';
  *
  * Argument: a postgres:// URL, or the embedded database's directory (the server must be stopped: one process
  * owns an embedded database). Prints `{"url": ...}` once listening.
- *
- * Like `tenantry serve`, the floors keep the shape of Node's tick queue entries (decision 251): a floor
- * that lost it while idle between its rounds would pay about 2 µs a request the server does not.
  */
-keepTickShape();
 const target = process.argv[2] ?? '';
 const partnerId = process.argv[3] ?? 'bench';
 

@@ -2,17 +2,14 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Logger } from 'pino';
 import { authenticatePlugin } from '../auth/authenticate.ts';
 import { authRoutes } from '../auth/routes.ts';
-import { whoamiFastPath } from '../auth/whoami-fast-path.ts';
 import { capacityRoutes } from '../capacity/routes.ts';
 import { consoleRoutes } from '../console/routes.ts';
 import { customerRoutes } from '../customers/routes.ts';
 import { docsRoutes } from '../docs/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
-import { osImagesFastPath } from '../images/fast-path.ts';
 import { imageRoutes } from '../images/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
-import { routeAccessLog } from '../infra/log/access-line.ts';
 import { registerOpenApi } from '../openapi/document.ts';
 import { operationRoutes } from '../operations/routes.ts';
 import { projectRoutes } from '../projects/routes.ts';
@@ -42,22 +39,7 @@ export const API_VERSION = '1.0.0';
  */
 export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
-  // Hot reads answered before the framework when all they need is in memory; their routes stay the authority.
-  const fastPath = osImagesFastPath({ access: services.consoleSessions, images: services.images, logger, api: 'partner-api' });
-  const whoamiPath = `${PARTNER_API_PREFIX}/auth/whoami`;
-  const whoami = whoamiFastPath({
-    auth: services.auth,
-    path: whoamiPath,
-    accessLog: routeAccessLog(logger, { api: 'partner-api', method: 'GET', route: whoamiPath }),
-  });
-  const app = createHttpApp(logger, 'partner-api', {
-    trustProxy,
-    fastPath: (request, response) => whoami(request, response) || fastPath.answer(request, response),
-  });
-  app.addHook('onClose', (_instance, done) => {
-    fastPath.close();
-    done();
-  });
+  const app = createHttpApp(logger, 'partner-api', { trustProxy });
   // Before any route: the document is built from the routes as they are added.
   await registerOpenApi(app, { version: API_VERSION });
   const partnerRoutes: PartnerRoute[] = [];

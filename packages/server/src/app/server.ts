@@ -13,7 +13,6 @@ import type { DeferredSchemas, WarmUp } from '../infra/http/deferred-schemas.ts'
 import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { createDataDirKey, loadSecretKeys } from '../infra/secrets/secret-key.ts';
-import { keepTickShape } from '../infra/tick-shape.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import { findOverlappingPrefixes } from '../partners/prefixes.ts';
 import { platformDriver } from '../platform/drivers.ts';
@@ -111,8 +110,6 @@ async function livePlatform(config: Config, logger: Logger): Promise<StartOption
 
 /** `tenantry serve`: both APIs, their database and background work, in one process. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
-  // Before the server's first idle moment (decision 251).
-  keepTickShape();
   // Buffered, asynchronous log writes keep logging off the request's critical
   // path; the buffer is flushed every second, on shutdown (and by pino on exit).
   const logger = options.logger ?? createLogger(config.logLevel);

@@ -57,11 +57,12 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
         response: { 200: WhoamiResponse },
       },
     },
-    // The answer's text, built once per token and partner row; the fast path (whoami-fast-path.ts)
-    // sends the same bytes. A string with a JSON content type is sent as it is.
-    async (request, reply) => {
-      const body: unknown = auth.whoamiJson(principalOf(request)).json;
-      return reply.type('application/json; charset=utf-8').send(body as Static<typeof WhoamiResponse>);
+    // The answer's text, built once per token and partner row. A string with a JSON content type is sent as
+    // it is. Returned, not sent: a handler that returns the reply makes Fastify wait on the response's end.
+    (request, reply) => {
+      const body: unknown = auth.whoamiJson(principalOf(request));
+      reply.type('application/json; charset=utf-8');
+      return body as Static<typeof WhoamiResponse>;
     },
   );
 };

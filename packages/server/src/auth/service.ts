@@ -49,16 +49,10 @@ export interface AuthServiceDeps {
   attempts: RateLimiter;
 }
 
-/** whoami's answer as sent: the envelope's JSON text and its length in bytes (as the header's text). */
-export interface WhoamiJson {
-  json: string;
-  length: string;
-}
-
 export class AuthService {
   readonly #deps: AuthServiceDeps;
   /** whoami's answer by token (its verified claims) and the partner row it was built from. */
-  readonly #answers = new WeakMap<VerifiedClaims, WhoamiJson & { partner: PartnerRow }>();
+  readonly #answers = new WeakMap<VerifiedClaims, { json: string; partner: PartnerRow }>();
 
   constructor(deps: AuthServiceDeps) {
     this.#deps = deps;
@@ -161,20 +155,6 @@ export class AuthService {
     );
   }
 
-  /**
-   * The principal `authenticate` would find, when it finds it from memory and the partner is not
-   * suspended; undefined for anything else, with no I/O and no error: the caller then leaves the request
-   * to `authenticate`, which answers it with the reason (the whoami fast path, auth/whoami-fast-path.ts).
-   */
-  peek(authorization: string | undefined): Principal | undefined {
-    const claims = this.#claims(authorization);
-    if (typeof claims === 'string') return undefined;
-    const key = this.#deps.keys.peek(claims.kid);
-    const partner = this.#deps.partners.peek(claims.partnerId)?.row;
-    if (key === undefined || refusal(claims, key.facts, partner, false) !== undefined) return undefined;
-    return { claims, partner: partner as PartnerRow };
-  }
-
   /** A bearer header's verified claims, in date; or the message of the 401 that refuses it. */
   #claims(authorization: string | undefined): VerifiedClaims | string {
     const token = bearerToken(authorization);
@@ -193,26 +173,17 @@ export class AuthService {
   }
 
   /**
-   * The partner's bucket's decision when it needs no I/O (a lease of this process, or the embedded
-   * database's buckets in memory); undefined, with nothing taken, when it would.
-   */
-  takePartnerRequestNow(partner: PartnerRow): RateDecision | undefined {
-    return this.#deps.rateLimiter.takeNow(`partner:${partner.id}`, partnerPolicy(partner));
-  }
-
-  /**
    * whoami's whole answer as JSON text, built once per token and partner row: a token's claims and a
    * cached partner row are the same objects until the row is read again, which is when the answer can
-   * change (a customer count, a limit). The route and the fast path send these same bytes.
+   * change (a customer count, a limit).
    */
-  whoamiJson(principal: Principal): WhoamiJson {
+  whoamiJson(principal: Principal): string {
     const { claims, partner } = principal;
     const known = this.#answers.get(claims);
-    if (known !== undefined && known.partner === partner) return known;
+    if (known !== undefined && known.partner === partner) return known.json;
     const json = JSON.stringify({ status: 'success', data: this.whoami(principal) });
-    const answer = { partner, json, length: String(Buffer.byteLength(json)) };
-    this.#answers.set(claims, answer);
-    return answer;
+    this.#answers.set(claims, { partner, json });
+    return json;
   }
 
   whoami(principal: Principal): Whoami {

@@ -32,10 +32,8 @@ export const imageRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }>
       if (!session.projects.some((project) => project.namespace === namespace)) throw notFound(`Namespace ${namespace.slice(0, 63)}`);
       // Already the JSON of validated entries holding only the seed's fields: sent as is, not serialised again.
       const body: unknown = services.images.json();
-      return reply
-        .type('application/json; charset=utf-8')
-        .header('cache-control', 'private, no-store')
-        .send(body as OsImage[]);
+      reply.type('application/json; charset=utf-8').header('cache-control', 'private, no-store');
+      return body as OsImage[];
     },
   );
 };

@@ -1,18 +1,15 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyServerOptions, LogController } from 'fastify';
+import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import type { Logger } from 'pino';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
-import { accessLog } from '../log/access-line.ts';
 import { coalesceResponseWrites } from './coalesced-writes.ts';
 import { DeferredSchemas } from './deferred-schemas.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
-import { http } from './node-http.ts';
 import { serializationSchema } from './serialization-schema.ts';
 import { installValidators } from './validation.ts';
 
@@ -31,31 +28,17 @@ const ROUTABLE_METHODS: HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
  * everything (including unknown routes, wrong methods and a server that is
  * shutting down), and strict validators.
  */
-export function createHttpApp(
-  logger: FastifyBaseLogger,
-  name: string,
-  options: {
-    trustProxy?: false | number | string[];
-    /**
-     * Answers a request before the framework sees it, returning true when it did: for a hot read served
-     * from memory, whose framework route stays the authority for everything else (misses, errors).
-     * Never called while the server drains.
-     */
-    fastPath?: (request: IncomingMessage, response: ServerResponse) => boolean;
-  } = {},
-) {
+export function createHttpApp(logger: FastifyBaseLogger, name: string, options: { trustProxy?: false | number | string[] } = {}) {
   let closing = false;
   // Each open connection, with the response it wrote last (idle once that has finished). Node's
   // closeIdleConnections() leaves a connection that was opened but never sent a request (HTTP clients
   // open them ahead of need), so such a socket would hold a shutdown open until the headers timeout
   // (60 s): those are closed here, in-flight ones drain, told to close their connection.
   const inFlight: InFlight = new Map();
-  const { fastPath } = options;
   // Validators and serialisers compiled when first needed, and by the server's warm-up (decision 272).
   const schemas = new DeferredSchemas();
   const app = Fastify({
     schemaController: { compilersFactory: { buildSerializer: deferredSerializers(schemas) } },
-    ...(fastPath ? { serverFactory: fastPathServer(fastPath, () => closing, inFlight) } : {}),
     // Node answers an HTTP/1.1 request without Host with a bare 400; the onRequest hook answers it in the envelope.
     http: { requireHostHeader: false },
     loggerInstance: logger,
@@ -134,17 +117,20 @@ export function createHttpApp(
     sendError(request, reply, new ApiError('UNAVAILABLE', 'The server is shutting down. Retry on another instance.', { retryAfter: 1 }));
   });
 
-  const writeAccessLine = accessLog(logger as Logger);
+  // One line per request, written by pino as every other line (its asynchronous destination: see log/logger.ts).
   app.addHook('onResponse', (request, reply, done) => {
-    writeAccessLine({
-      api: name,
-      request_id: request.id,
-      partner: request.logPartnerId,
-      method: request.method,
-      route: request.routeOptions.url ?? null,
-      status: reply.statusCode,
-      latency_ms: Math.round(reply.elapsedTime * 100) / 100,
-    });
+    logger.info(
+      {
+        api: name,
+        request_id: request.id,
+        partner: request.logPartnerId,
+        method: request.method,
+        route: request.routeOptions.url ?? null,
+        status: reply.statusCode,
+        latency_ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    );
     done();
   });
 
@@ -196,28 +182,6 @@ function deferredSerializers(schemas: DeferredSchemas) {
  * clear an entry.
  */
 type InFlight = Map<Socket, ServerResponse | undefined>;
-
-/** The HTTP server Fastify would make, with the fast path in front of Fastify's own handler. */
-function fastPathServer(
-  fastPath: (request: IncomingMessage, response: ServerResponse) => boolean,
-  closing: () => boolean,
-  inFlight: InFlight,
-) {
-  return (handler: (req: IncomingMessage, res: ServerResponse) => void, opts: FastifyServerOptions) => {
-    const server = http.createServer({ requireHostHeader: false }, (req, res) => {
-      if (closing()) return handler(req, res);
-      // Recorded like the framework's requests, so a shutdown does not cut a response still being written.
-      const socket = req.socket;
-      if (inFlight.has(socket)) inFlight.set(socket, res);
-      if (!fastPath(req, res)) handler(req, res);
-    });
-    // What Fastify sets on a server it creates itself.
-    server.keepAliveTimeout = opts.keepAliveTimeout ?? 72_000;
-    server.requestTimeout = opts.requestTimeout ?? 0;
-    server.setTimeout(opts.connectionTimeout ?? 0);
-    return server;
-  };
-}
 
 /**
  * A request Node's parser refused (headers too large, both Content-Length and Transfer-Encoding,

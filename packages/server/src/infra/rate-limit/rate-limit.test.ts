@@ -6,7 +6,7 @@ import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWith
 import { startTestServer, type TestServer, testDatabases } from '../../../test/harness.ts';
 import { ManualClock } from '../clock.ts';
 import { migrateToLatest } from '../db/migrate.ts';
-import { describe as describeBucket, step } from './gcra.ts';
+import { describe as describeBucket, type RateDecision, step } from './gcra.ts';
 import { rateLimitMigrations } from './migrations.ts';
 import { createRateLimiter, MAX_RESERVATION } from './rate-limiter.ts';
 import type { RateLimitTables } from './tables.ts';
@@ -195,11 +195,24 @@ for (const target of testDatabases()) {
       const policy = { perMinute: 60, burst: 20_000 };
       const limiter = createRateLimiter(statements.db, false, clock);
       let allowed = 0;
-      /** takeNow, as the whoami fast path asks: true when allowed from memory, false when it would wait. */
+      /** The request that found the lease spent, still waiting for its decision. */
+      let waiting: Promise<RateDecision> | undefined;
+      /** One request, as the server asks: true when decided from memory (no promise), false when it waits. */
       const now = (): boolean => {
-        const decision = limiter.takeNow('partner:busy', policy);
+        const decision = limiter.take('partner:busy', policy);
+        if (decision instanceof Promise) {
+          waiting = decision;
+          return false;
+        }
+        if (decision.allowed) allowed++;
+        return true;
+      };
+      /** The waiting request's decision, once it has one. */
+      const waited = async (): Promise<boolean> => {
+        const decision = await waiting;
+        waiting = undefined;
         if (decision?.allowed) allowed++;
-        return decision !== undefined;
+        return decision?.allowed === true;
       };
       const take = async (): Promise<boolean> => {
         const { allowed: yes } = await limiter.take('partner:busy', policy);
@@ -220,14 +233,14 @@ for (const target of testDatabases()) {
       // renewal instead of reserving again.
       for (let i = 0; i < MAX_RESERVATION / 4; i++) assert.ok(now(), `request ${i} while the renewal travels`);
       assert.equal(now(), false, 'the lease is spent before the renewal lands');
-      assert.ok(await take());
+      assert.ok(await waited(), 'the request waits for the renewal instead of reserving again');
       assert.equal(statements.sent - before, 1, 'one statement: the renewal');
       // A renewal that fails is dropped; the take() that finds the lease spent reserves for itself.
       statements.failNext = true;
       while (statements.sent === before + 1) assert.ok(now());
       await statements.settled();
       while (now());
-      assert.ok(await take(), 'take() reserves after a failed renewal');
+      assert.ok(await waited(), 'the request that finds the lease spent reserves after a failed renewal');
       assert.equal(statements.sent - before, 3);
       // Nothing extra was allowed: spent to the last token, the bucket gave exactly its burst.
       while (await take());

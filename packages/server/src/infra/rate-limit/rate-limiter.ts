@@ -16,12 +16,6 @@ export interface RateLimiter {
   /** A decision, synchronous when no I/O was needed (the hot path avoids a promise then). */
   take(key: string, policy: BucketPolicy): RateDecision | Promise<RateDecision>;
   /**
-   * take()'s decision when it needs no I/O; undefined, with nothing taken, when it would. A refusal
-   * takes nothing either: asking take() afterwards gets the same answer. Never waits, though on a
-   * shared bucket it may send a busy lease's renewal that it does not wait for (decision 253).
-   */
-  takeNow(key: string, policy: BucketPolicy): RateDecision | undefined;
-  /**
    * A reservation for the caller's next statement to carry, saving take()'s round trip; undefined
    * when take() needs no I/O (buckets in this process's memory, or a live lease).
    */
@@ -52,10 +46,6 @@ class MemoryRateLimiter implements RateLimiter {
     const next = step(this.#tats.get(key), nowMs, policy);
     this.#tats.set(key, next.tatMs);
     return describe(next.tatMs, nowMs, next.allowed, policy);
-  }
-
-  takeNow(key: string, policy: BucketPolicy): RateDecision {
-    return this.take(key, policy);
   }
 
   carry(): undefined {
@@ -163,10 +153,6 @@ class SqlRateLimiter implements RateLimiter {
 
   take(key: string, policy: BucketPolicy): RateDecision | Promise<RateDecision> {
     return this.#fromLease(key, policy) ?? this.#takeSlow(key, policy);
-  }
-
-  takeNow(key: string, policy: BucketPolicy): RateDecision | undefined {
-    return this.#fromLease(key, policy);
   }
 
   /** A token from this process's live lease, with no I/O. */
