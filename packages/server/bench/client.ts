@@ -9,10 +9,10 @@ export interface Answer {
 }
 
 /**
- * The bench's own calls to a server it measures (decision 268): node:http with kept-alive sockets, as
+ * The bench's own calls to a server it measures: node:http with kept-alive sockets, as
  * many as there are calls at once. The load generator runs on the same two cores as the server and its
- * database; `fetch` cost it two to three times what this does a call (730–980 µs a create in a new
- * process, against 340–430), CPU the measured server did not get.
+ * database; `fetch` costs it two to three times what this does a call (730–980 µs a create in a new
+ * process, against 340–430), CPU the measured server would not get.
  */
 export function keepAliveClient(base: string, headers: Record<string, string>) {
   const agent = new Agent({ keepAlive: true });

@@ -1,5 +1,5 @@
 /**
- * BENCH_ONLY=flags: Node flags for `tenantry serve` compared head to head, on PostgreSQL (decision 236).
+ * BENCH_ONLY=flags: Node flags for `tenantry serve` compared head to head, on PostgreSQL.
  *
  * One server per set of flags in BENCH_NODE_FLAGS (sets separated by `|`, flags within a set by spaces;
  * an empty set is Node's defaults; by default the flags `npm start` passes against Node's defaults), all

@@ -5,7 +5,7 @@
  * alone, on a server of its own: a first burst on the new server (its code not yet optimised by V8), then
  * a second, warm one (BENCH_WARM_BURST=0 leaves it out), each with where the machine's CPU went per customer
  * (the server, PostgreSQL's processes, the bench's own load). The api part runs one burst on its new
- * server (the customers it reads) and one on the warm server after the hot paths (decision 281).
+ * server (the customers it reads) and one on the warm server after the hot paths.
  */
 import { spawnServe } from '../test/serve-process.ts';
 import { type Answer, partnerClient } from './client.ts';

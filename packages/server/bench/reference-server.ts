@@ -33,7 +33,7 @@ interface Driver {
 async function driver(): Promise<Driver> {
   if (target.startsWith('postgres')) {
     const pool = new pg.Pool({ connectionString: target, max: 10 });
-    // A named statement, parsed once per connection, as the server's statements are (decision 217).
+    // A named statement, parsed once per connection, as the server's statements are.
     return { query: (text, params) => pool.query({ name: 'floor', text, values: [...params] }), end: () => pool.end() };
   }
   const pool = await PGlitePool.open(target);

@@ -183,7 +183,7 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
     floor = undefined;
     // (e) again, now that the server has run the hot paths (and, on PostgreSQL, the burst above; the
     // embedded database's server was restarted since): the throughput of a server past its warm-up, as
-    // the hot paths are measured after theirs, beside the new server's above (decision 281). A partner
+    // the hot paths are measured after theirs, beside the new server's above. A partner
     // of its own: a partner's sandbox address space holds 1,024 projects.
     if (!HOT_ONLY) notes.lines.push(await burstCreates(`${label}, warm server`, (await benchPartner(server, 'warm')).api, creations));
     const hot: Row[] = [
@@ -215,7 +215,7 @@ async function benchDatabase(label: string, env: Record<string, string>, notes: 
       if (!cursor) break;
     }
     // The two pages alternate, ROUNDS rounds each (median by throughput), so a slower minute of a shared
-    // machine weighs on both sides of the ratio alike (decision 278). The p50 is in whole milliseconds
+    // machine weighs on both sides of the ratio alike. The p50 is in whole milliseconds
     // (autocannon's histogram): the server's CPU a page is given beside it.
     const pageLoad = { connections: 8, headers: { authorization: `Bearer ${token}` } };
     const [firstPage, deepPage] = (await loadInterleaved([
@@ -333,7 +333,7 @@ if (!Number.isInteger(LIST_SIZE) || LIST_SIZE < 1_000)
 const DATABASES = (process.env.BENCH_DATABASES ?? 'pglite,postgres').split(',');
 const rows: Row[] = [];
 const notes: Notes = { lines: [] };
-// A data directory that does not exist yet, as on a new clone's first `npm start` (decision 263).
+// A data directory that does not exist yet, as on a new clone's first `npm start`.
 const embedded = () => ({ TENANTRY_DATA_DIR: join(scratchDir('data'), 'tenantry') });
 /** Runs `part` on a fresh PostgreSQL database, if one is reachable. */
 async function onPostgres<T>(part: (env: Record<string, string>) => Promise<T>): Promise<T | undefined> {

@@ -3,7 +3,7 @@
  * (`node_modules/.bin/tenantry`, as a user's shell runs it) serving an existing embedded database, from
  * the spawn to the first 200 from `/readyz`; then `tenantry partners list` against that running server.
  * The readiness probe is polled every 20 ms from this process, as a kubelet's probe is: a `curl` process
- * every 20 ms took enough of two cores to slow the start it measured (decision 275).
+ * every 20 ms takes enough of two cores to slow the start it measures.
  * BENCH_STARTS sets how many starts and commands (default 5).
  */
 import { execFile, spawn } from 'node:child_process';

@@ -1,7 +1,7 @@
 #!/bin/sh
 ':' /*
-# The shell's part (the JavaScript below skips it as a comment, decision 274): a machine's own `node` is
-# often older than 24 (Node 20 here), and starting it only to start Node 24 cost 100-200 ms and a second
+# The shell's part (the JavaScript below skips it as a comment): a machine's own `node` is
+# often older than 24 (Node 20 here), and starting it only to start Node 24 costs 100-200 ms and a second
 # process. So the shell finds the Node 24 the project installed (node_modules/node, looked up from this
 # file's real directory as Node resolves packages) and runs this file on it, in this process (exec), with
 # the settings `npm start` and the chart use (process-settings.js; the user's own environment wins). With

@@ -73,7 +73,7 @@ describe('tenantry on the machine’s Node 20', { skip: NODE20 ? false : NO_NODE
       child.once('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
     });
     assert.equal((await fetch(`${partnerUrl}/healthz`)).status, 200);
-    // One process, the project's Node 24 itself (the shell's part of the command exec'd it, decision 274),
+    // One process, the project's Node 24 itself (the shell's part of the command execs it),
     // started with the Node flags and allocator settings of `npm start` and the chart.
     const pid = child.pid ?? 0;
     assert.equal(realpathSync(`/proc/${pid}/exe`), realpathSync(NODE24));

@@ -94,16 +94,16 @@ describe('tenantry serve', () => {
     const key = await issueKey(urls, 'serve-embedded');
     assert.equal((await exchange(urls, key)).status, 200);
     // Once the schemas are compiled, and a second after serving at the earliest, start-up's memory goes back
-    // to the system (decisions 226, 270 and 272).
+    // to the system.
     await server.waitForOutput(/"ms":\d+,"msg":"start-up memory released"/);
     assert.equal(await server.stop('SIGTERM'), 0);
     assert.match(server.output(), /tenantry stopped/);
-    // The new embedded database was made by a child process (decision 242), which applied every migration.
+    // A child process makes the new embedded database and applies every migration.
     assert.match(server.output(), /"migrations":\["0001_[^"]*",.*"msg":"embedded database created and migrated by a separate process"/);
     assert.doesNotMatch(server.output(), /"msg":"database migrated"/);
     assert.ok(!server.output().includes(key), 'no key in the logs');
     // Node's bundled fetch and WebSocket client (undici, with tls, http2 and zlib: 14 MB resident) is
-    // never loaded by a server that does not use it (decision 214, infra/http/node-http.ts).
+    // never loaded by a server that does not use it (infra/http/node-http.ts).
     const builtins = readFileSync(builtinsFile, 'utf8').split('\n');
     assert.ok(builtins.includes('http'), 'the list is read from the server process');
     assert.ok(!builtins.includes('internal/deps/undici/undici'), 'undici is not loaded');

@@ -9,15 +9,15 @@ import { promisify } from 'node:util';
 export type MadeApart = { applied: string[] } | { error: string };
 
 /**
- * A new embedded database is made in a process of its own (decision 242): initdb and the migrations
+ * A new embedded database is made in a process of its own: initdb and the migrations
  * grow the memory of the process that runs them by 40-60 MB that it never gives back (PGlite's
- * WebAssembly heap, the C library's), so a server that made its database itself idled at 230-252 MB
+ * WebAssembly heap, the C library's), so a server that makes its database itself idles at 230-252 MB
  * after its first start and 180-194 MB after every later one. The child creates the database in
  * `<dataDir>/db`, applies every migration and exits; the server then opens a database with nothing
  * left to do, as on a restart. Started as early as the data directory is known, so that the child
  * works while the server loads its modules.
  *
- * Undefined (nothing to do here; the server opens the database itself, as before) when the database
+ * Undefined (nothing to do here; the server opens the database itself) when the database
  * exists, or when the data directory exists but is not plainly this user's alone: the server's own
  * checks then answer, before anything is written in it.
  */

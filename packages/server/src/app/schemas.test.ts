@@ -5,7 +5,7 @@ import { startTestServer, testDatabases } from '../../test/harness.ts';
 const embedded = testDatabases().find((target) => target.name === 'pglite');
 
 /**
- * Both APIs' schemas compile after the server starts (decision 272), so a schema that does not compile
+ * Both APIs' schemas compile after the server starts, so a schema that does not compile
  * would no longer stop the start: this test is where it fails instead.
  */
 test("every schema of both APIs compiles: the server's warm-up compiles them all and reports none failed", async () => {

@@ -33,7 +33,7 @@ export interface RunningServer {
   operatorToken: string;
   /** Every route of the partner API with its scope (undefined: public), as registered. */
   partnerRoutes(): PartnerRoute[];
-  /** What compiling both APIs' schemas after the start did (decision 272): settles when done, or at close. */
+  /** What compiling both APIs' schemas after the start did: settles when done, or at close. */
   schemasWarmed: Promise<SchemasWarmed>;
   /** Drains in-flight requests, stops background work and closes the database. */
   close(): Promise<void>;
@@ -57,7 +57,7 @@ export interface StartOptions {
   enginePollMs?: number;
   /** How often the webhook dispatcher looks for due deliveries (ms). */
   webhookPollMs?: number;
-  /** How often the embedded database's upkeep looks at its tables (decisions 269, 277; default 10 s). */
+  /** How often the embedded database's upkeep looks at its tables (default 10 s). */
   upkeepIntervalMs?: number;
   /** How webhook hosts are resolved (tests answer chosen addresses). */
   webhookResolver?: Resolver;
@@ -70,7 +70,7 @@ export interface StartOptions {
 const MAINTENANCE_INTERVAL_MS = 10 * 60 * 1000;
 /**
  * The upkeep looks every 10 s, not at autovacuum's minute: a statement prepared while its table was small
- * keeps its plan until an analyze, and a table that grows fast is read whole by each run meanwhile (decision 277).
+ * keeps its plan until an analyze, and a table that grows fast is read whole by each run meanwhile.
  */
 const UPKEEP_INTERVAL_MS = 10 * 1000;
 
@@ -217,7 +217,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await services.dispatcher.start(options.webhookPollMs);
     // Events committed here wake the dispatcher at once; the poll interval covers other processes' events.
     const stopEventWakes = services.events.onRecorded(() => services.dispatcher.eventsRecorded());
-    // PGlite has no autovacuum (a single-user backend): the server does its work (decision 269). A
+    // PGlite has no autovacuum (a single-user backend): the server does its work. A
     // PostgreSQL server's own autovacuum does it there.
     const upkeep = database.embedded
       ? startUpkeep(database.db, options.upkeepIntervalMs ?? UPKEEP_INTERVAL_MS, logger.child({ component: 'upkeep' }))
@@ -248,7 +248,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       'tenantry serving',
     );
     flushLog(logger);
-    // The validators and serialisers no request has compiled yet, between requests (decision 272).
+    // The validators and serialisers no request has compiled yet, between requests, not at start.
     const schemas = [partnerApp.schemas, operatorApp.schemas];
     const schemasWarmed = warmSchemas(schemas, logger);
     // A quiet server still writes its log lines within a second.

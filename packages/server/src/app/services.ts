@@ -124,7 +124,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   const keyUsage = new KeyUsage(db);
   const logger = options.logger;
   // The sandbox stands in for a platform of its own: its objects commit without waiting for the disk
-  // (decision 234); an operation that loses them to a database crash makes them again.
+  // because an operation that loses them to a database crash makes them again.
   const sandboxDb = await database.asynchronousCommit((reason) =>
     logger.warn({ reason }, "the sandbox's writes wait for the disk: asynchronous commit is not available"),
   );

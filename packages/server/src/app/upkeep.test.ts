@@ -6,7 +6,7 @@ import { startTestServer, testDatabases } from '../../test/harness.ts';
 const embedded = testDatabases().find((target) => target.name === 'pglite');
 
 /**
- * The server on the embedded database does autovacuum's work itself (decision 269): a table whose rows
+ * The server on the embedded database does autovacuum's work itself: a table whose rows
  * were deleted is vacuumed by a pass the server runs on its own, and the pass is logged.
  */
 test('a server on the embedded database vacuums a table whose rows were deleted, unasked, and says so', async () => {

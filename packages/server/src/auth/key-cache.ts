@@ -4,7 +4,7 @@ import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { AuthTables } from './tables.ts';
 
-/** At most this many keys are remembered per process; the oldest go first (decision 257). */
+/** At most this many keys are remembered per process; the oldest go first. */
 const MAX_ENTRIES = 10_000;
 
 /** What verifying a token needs to know of the key it was exchanged with. */

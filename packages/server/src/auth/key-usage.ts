@@ -3,14 +3,14 @@ import type { Db } from '../infra/db/handle.ts';
 import type { ApiKeyRow } from './keys-store.ts';
 import type { AuthTables } from './tables.ts';
 
-/** `last_used_at` is kept to the minute: at most one write per key per minute (decision 13). */
+/** `last_used_at` is kept to the minute: at most one write per key per minute. */
 const TOUCH_INTERVAL_MS = 60_000;
 /** How long a use waits in memory before it is written, with the others of that second. */
 const FLUSH_AFTER_MS = 1_000;
 
 /**
  * When each API key was last used, written in batches: a token exchange records the use in memory and
- * answers; one UPDATE a second writes every key used since (decision 190). The operator's key list
+ * answers; one UPDATE a second writes every key used since. The operator's key list
  * flushes first, so this process's uses are always visible there; another process's appear within a
  * second. A process killed with -9 loses at most that second, which the minute's precision allows.
  */

@@ -17,7 +17,7 @@ export interface KeyWithPartner extends ApiKeyRow {
   partner_scopes: string[];
 }
 
-/** The key and its partner's state, for every token exchange: compiled once (decision 192). */
+/** The key and its partner's state, for every token exchange: compiled once. */
 const keyWithPartner = precompile((db: KeyWithPartnerDb, { kid }: { kid: string }) =>
   db
     .selectFrom('api_keys')
@@ -41,7 +41,7 @@ export interface ChargeCheck {
 
 /**
  * The key and its partner's state, and, in the same round trip, the key's reservation from the shared
- * bucket (decision 210): made only for a key the presented secret's hash matches and that could be
+ * bucket: made only for a key the presented secret's hash matches and that could be
  * exchanged now (its partner and mode, not revoked, not expired, no address allowlist, which is
  * checked in the process). Values `$1`…`$6` are the reservation's (CarriedReservation).
  */

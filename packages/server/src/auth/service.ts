@@ -44,7 +44,7 @@ export interface AuthServiceDeps {
   rateLimiter: RateLimiter;
   /**
    * This process's buckets of exchange attempts per (key, source address), checked before the secret
-   * is: they keep a guessing client from spending this process's CPU, and cost no I/O (decision 191).
+   * is: they keep a guessing client from spending this process's CPU, and cost no I/O.
    */
   attempts: RateLimiter;
 }
@@ -73,7 +73,7 @@ export class AuthService {
     if (!rate.allowed) throw rateLimited(rate, 'Too many token requests for this key.');
 
     // On a shared database the key's bucket is charged in the key's own statement, and only if the
-    // secret matched there (decision 210); the checks below decide as they always did.
+    // secret matched there, saving a round trip; the checks below still decide.
     const keyBucket = parsed ? `key:${parsed.kid}` : '';
     const carried = parsed ? rateLimiter.carry(keyBucket, TOKEN_ENDPOINT_POLICY) : undefined;
     const now = clock.now();

@@ -7,7 +7,7 @@ import { badEntries, type CatalogueReport, parseCatalogue } from './validate.ts'
 
 /** platform-deployment.md, Limits: "OS image list cache in the backend: 30 seconds". */
 const CATALOGUE_TTL_MS = 30_000;
-/** A read that takes longer is abandoned; the cached catalogue stays served (decision 137). */
+/** A read that takes longer is abandoned; the cached catalogue stays served. */
 const CATALOGUE_READ_TIMEOUT_MS = 5_000;
 
 export type CatalogueStatus = 'ok' | 'invalid' | 'unreadable';
@@ -176,7 +176,7 @@ export class OsImageCatalogue {
     const what =
       report.errors.length > 0 ? `${report.errors[0]?.message ?? 'is invalid'}` : `${bad} bad ${bad === 1 ? 'entry' : 'entries'}`;
     if (this.#loadedAtMs === undefined) {
-      // Nothing good was ever served (a bad file at start-up): serve its good entries rather than none (decision 136).
+      // Nothing good was ever served (a bad file at start-up): serve its good entries rather than none.
       this.#apply(report.images, undefined, nowMs);
     }
     this.#status = 'invalid';

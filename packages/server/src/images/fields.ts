@@ -4,7 +4,7 @@ import { parseStrictYaml } from './strict-yaml.ts';
  * The OS image entry of platform-deployment.md ("OS image entry"): one element
  * of `images` in `images.yaml`. Every field is a string; only the first three
  * are required. The rules below are the seed's table made exact; where the
- * seed leaves a bound open, decisions 130-149 say what we chose and why.
+ * seed leaves a bound open, the comments below give the bound and why.
  */
 export const REQUIRED_FIELDS = ['OS_NAME', 'CLOUD_USER', 'OS_IMAGE_URL'] as const;
 export const OPTIONAL_FIELDS = [
@@ -26,17 +26,17 @@ export type OsImage = { [K in (typeof REQUIRED_FIELDS)[number]]: string } & { [K
 
 export const FEATURES = ['acpi', 'apic', 'hyperv', 'smm', 'tpm'] as const;
 const FIRMWARE_TYPES = ['bios', 'efi'] as const;
-/** Disk image formats the VM runtime imports, and the compressions it unpacks (decision 131). */
+/** Disk image formats the VM runtime imports, and the compressions it unpacks. */
 const DISK_EXTENSIONS = ['qcow2', 'img', 'raw', 'vmdk'] as const;
 const COMPRESSIONS = ['gz', 'xz', 'bz2', 'zst'] as const;
 
 /**
- * The largest VM the console offers (decision 134). An entry whose minimum is above it could never be
+ * The largest VM the console offers. An entry whose minimum is above it could never be
  * created, so it is refused rather than shown.
  */
 export const VM_LIMITS = { vcpu: 128, memoryGib: 1024, storageGib: 16384 } as const;
 
-/** What the form uses when an entry leaves a minimum out (decision 133). */
+/** What the form uses when an entry leaves a minimum out. */
 export const DEFAULT_MINIMUMS = { vcpu: 1, memoryGib: 1, storageGib: 10 } as const;
 
 const MEMORY = /^(\d{1,7}(?:\.\d{1,3})?)([GM])$/;
@@ -103,7 +103,7 @@ export function memoryGib(value: string): number | undefined {
   return match[2] === 'G' ? amount : amount / 1024;
 }
 
-/** The minimums an entry asks of a VM, in the console's whole units (decision 133: rounded up). */
+/** The minimums an entry asks of a VM, in the console's whole units, rounded up. */
 export function minimumsOf(image: OsImage): { vcpu: number; memoryGib: number; storageGib: number } {
   const memory = image.MIN_MEMORY ? memoryGib(image.MIN_MEMORY) : undefined;
   const storage = image.MIN_STORAGE ? Number(image.MIN_STORAGE.slice(0, -1)) : undefined;
@@ -119,7 +119,7 @@ export function featureList(value: string | undefined): string[] {
   return value === undefined ? [] : value.split(',').map((item) => item.trim());
 }
 
-/** Windows 11 needs UEFI firmware and a TPM (the seed's table; decision 132 says how it is recognised). */
+/** Windows 11 needs UEFI firmware and a TPM (the seed's table), recognised by its name. */
 export function isWindows11(osName: string): boolean {
   return /\bwindows\s*11\b/i.test(osName);
 }
@@ -157,7 +157,7 @@ function listProblem(value: string, what: string, item: (name: string) => string
 }
 
 /**
- * User-data the VM runtime accepts (decision 135): a `#cloud-config` YAML mapping, a script (`#!`),
+ * User-data the VM runtime accepts: a `#cloud-config` YAML mapping, a script (`#!`),
  * an include list, a boothook, a part handler, a MIME multipart document, cloudbase-init's `#ps1` and
  * `rem cmd` scripts, or one of those behind a `## template: jinja` line. An empty document is refused by the runtime, so it is refused here.
  */

@@ -1,7 +1,7 @@
 /**
  * Work put off to the end of the event loop's current turn, all of it at once: after the I/O callbacks
  * that arrived together (requests, database results) have run, before the loop waits for more.
- * Decision 249: a server writes its sockets back to back there, as Redis writes its replies before its
+ * A server writes its sockets back to back there, as Redis writes its replies before its
  * loop sleeps, so that the peers it writes to are woken once a batch rather than once a message.
  *
  * A task that throws does not keep the others of its batch from running (a response left unwritten, a

@@ -32,7 +32,7 @@ const lastRandom = new Uint8Array(RANDOM_CHARS);
 /**
  * The last id's 26 characters after the prefix, kept as bytes: an id is one string made from them,
  * and only what changed is written again (the time once a millisecond, else the digits that counted
- * up). Building it a character at a time made 26 intermediate strings per id (decision 228).
+ * up). Building it a character at a time would make 26 intermediate strings per id.
  */
 const lastChars = Buffer.alloc(TIME_CHARS + RANDOM_CHARS);
 const PREFIXES = Object.fromEntries(Object.entries(ID_PREFIXES).map(([kind, prefix]) => [kind, `${prefix}_`])) as Record<IdKind, string>;

@@ -6,8 +6,8 @@ export const HEAP_GROWING_PERCENT = 50;
 
 /**
  * Caps V8's heap growth at HEAP_GROWING_PERCENT. V8's own factor goes up to 4x for a heap that
- * collects quickly, so a server reading at a steady rate grew from 35 MB live to 130–145 MB of heap,
- * and its resident memory with it (decision 227). V8 reads the flag each time it sets the limit, so it
+ * collects quickly, so a server reading at a steady rate grows from 35 MB live to 130–145 MB of heap,
+ * and its resident memory with it. V8 reads the flag each time it sets the limit, so it
  * is set here, at start; Node refuses it in `NODE_OPTIONS`, where the chart passes Node's flags.
  */
 export function limitHeapGrowth(): void {
@@ -17,7 +17,7 @@ export function limitHeapGrowth(): void {
 /**
  * One full, compacting collection once the server has started, of the kind V8 runs when memory is
  * short ("last resort"): start-up's garbage goes, and the pages it held and the young generation the
- * start-up grew go back to the system (decision 226). V8's own memory reducer collects the same garbage
+ * start-up grew go back to the system. V8's own memory reducer collects the same garbage
  * about 20 s later but keeps the pages. Answers how long it took (ms), or undefined when V8 has no
  * collection to offer.
  *
@@ -39,7 +39,7 @@ export function releaseStartupMemory(): number | undefined {
 /**
  * Resolves true at the end of the first `windowMs` in which the event loop was busy less than `below` of
  * the time (its utilization, as Node measures it): nothing is asking this process for much. Resolves
- * false if `signal` aborts first. What waits for it (start-up's collection, decision 276) then does not
+ * false if `signal` aborts first. What waits for it (start-up's collection) then does not
  * land in the middle of a burst of requests that began as the server came up.
  */
 export function whenQuiet(options: { windowMs?: number; below?: number; signal?: AbortSignal } = {}): Promise<boolean> {

@@ -86,11 +86,11 @@ describe('chart: rendered with the real helm, every object validated against its
     const config = find(objects, 'ConfigMap', 'tenantry') as unknown as { data: Record<string, string> };
     assert.equal(config.data.TENANTRY_LISTEN, '0.0.0.0:8080');
     assert.equal(config.data.TENANTRY_OPERATOR_LISTEN, '0.0.0.0:8081');
-    // Started as `npm start` and the tests start it (bin/process-settings.js; decisions 213 and 214).
+    // Started as `npm start` and the tests start it (bin/process-settings.js).
     assert.equal(config.data.NODE_OPTIONS, NODE_FLAGS.join(' '));
     assert.equal(config.data.MALLOC_MMAP_THRESHOLD_, MALLOC_ENV.MALLOC_MMAP_THRESHOLD_);
     assert.equal(config.data.MALLOC_ARENA_MAX, MALLOC_ENV.MALLOC_ARENA_MAX);
-    // The server's own default (decision 217); 0 (off, for PgBouncer) is rendered, not dropped.
+    // The server's own default; 0 (off, for PgBouncer) is rendered, not dropped.
     assert.equal(config.data.TENANTRY_DATABASE_STATEMENT_CACHE, fallbackOf('TENANTRY_DATABASE_STATEMENT_CACHE'));
     const pooled = find(
       render({ serve: { database: { secretName: 'tenantry-db', statementCache: 0 } } }),

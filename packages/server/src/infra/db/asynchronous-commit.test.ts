@@ -34,7 +34,7 @@ async function refusingPooler(): Promise<{ url: string; server: Server }> {
   return { url: `postgres://tenantry@127.0.0.1:${port}/tenantry`, server };
 }
 
-describe('a second handle whose commits do not wait for the disk (decision 234)', () => {
+describe('a second handle whose commits do not wait for the disk', () => {
   test('the embedded database answers itself: one connection, nothing to gain', async () => {
     const handle = await openDatabase({ kind: 'embedded', dataDir: undefined });
     try {

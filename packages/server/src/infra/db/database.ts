@@ -23,7 +23,7 @@ export interface DatabaseHandle<DB = unknown> {
   secureFiles(): void;
   /**
    * The same database through connections whose commits do not wait for the write-ahead log to reach
-   * the disk (PostgreSQL's asynchronous commit, `synchronous_commit = off`; decision 234): for writes
+   * the disk (PostgreSQL's asynchronous commit, `synchronous_commit = off`): for writes
    * that a crash of the database server may forget because whoever made them makes them again (the
    * sandbox platform's objects, which an operation's next look creates again). A commit through the
    * handle itself still waits, and flushes the log up to its own commit record, so whatever such a
@@ -38,7 +38,7 @@ export interface DatabaseHandle<DB = unknown> {
 
 export type DatabaseTarget =
   | { kind: 'embedded'; dataDir: string | undefined }
-  /** `statementCache`: statements kept prepared per connection (decision 217; 0: none, for PgBouncer before 1.21 in transaction mode). */
+  /** `statementCache`: statements kept prepared per connection (0: none, for PgBouncer before 1.21 in transaction mode). */
   | { kind: 'postgres'; url: string; statementCache?: number | undefined };
 
 // int8 (counts) as numbers in both drivers; PGlite already does this.
@@ -53,7 +53,7 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
     if (dataDir === undefined) return embedded<DB>(await PGlitePool.open(undefined), undefined, () => {});
     // Before anything touches the files: one process per embedded database. The lock file sits beside
     // the database's directory, so a data directory not made yet is made first (owner-only): a new
-    // server's child (decision 242) gets here before the server has made it.
+    // server's child gets here before the server has made it.
     ensurePrivateDir(dirname(dataDir));
     const lock = await acquireEmbeddedLock(dataDir);
     // Files PostgreSQL creates while running (new relations, WAL segments, caches) follow the
@@ -99,7 +99,7 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
 function serverPool(connection: pg.PoolConfig, statementCache: number): pg.Pool {
   const pool = new pg.Pool({
     ...connection,
-    // `timestamptz` parsed without a regular expression (decision 283).
+    // `timestamptz` parsed without a regular expression.
     types: TYPE_PARSERS,
     // Fail fast when the server is unreachable: requests answer 503 instead of hanging.
     connectionTimeoutMillis: 2_000,

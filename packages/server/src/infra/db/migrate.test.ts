@@ -35,7 +35,7 @@ function counted<DB>(db: Kysely<DB>): { db: Kysely<DB>; statements: () => number
 }
 
 for (const target of testDatabases()) {
-  describe(`migrations [${target.name}] (decision 271)`, () => {
+  describe(`migrations [${target.name}]`, () => {
     test('a new database gets every migration in order; a later start finds it up to date in two reads and changes nothing', async (t) => {
       const { handle, drop } = await target.create();
       t.after(drop);

@@ -15,7 +15,7 @@ const onOneConnection = <T>(db: Kysely<unknown>, work: (conn: Kysely<unknown>) =
 const prepared = async (conn: Kysely<unknown>) =>
   (await sql<{ statement: string }>`select statement from pg_prepared_statements`.execute(conn)).rows.map((row) => row.statement);
 
-describe('a PostgreSQL server runs statements prepared once per connection (decision 217)', {
+describe('a PostgreSQL server runs statements prepared once per connection', {
   skip: !SERVER && 'needs TENANTRY_TEST_DATABASE_URL',
 }, () => {
   let url: string;
@@ -53,7 +53,7 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
     });
   });
 
-  test('rows come out whole, typed and apart at every run, their columns parsed by what the first run built (decision 246)', async () => {
+  test('rows come out whole, typed and apart at every run, their columns parsed by what the first run built', async () => {
     const db = await open();
     await onOneConnection(db, async (conn) => {
       const read = (n: number, doc: object, flag: boolean) =>
@@ -92,7 +92,7 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
     });
   });
 
-  test('later runs of a statement ask PostgreSQL for no description of its columns, and answer as the first did (decision 248)', async () => {
+  test('later runs of a statement ask PostgreSQL for no description of its columns, and answer as the first did', async () => {
     const client = await preparedClient();
     try {
       let descriptions = 0;
@@ -120,7 +120,7 @@ describe('a PostgreSQL server runs statements prepared once per connection (deci
     }
   });
 
-  test('the statements made in one turn of the event loop leave together at its end, and each answers its own caller (decision 249)', async () => {
+  test('the statements made in one turn of the event loop leave together at its end, and each answers its own caller', async () => {
     const clients = [await preparedClient(), await preparedClient()];
     try {
       const sockets = clients.map((client) => (client as unknown as { connection: { stream: Socket } }).connection.stream);
@@ -240,7 +240,7 @@ function pgParse(fields: pg.FieldDef[], rowData: unknown[]) {
 const column = (name: string, dataTypeID: number, format = 'text') =>
   ({ name, dataTypeID, format, tableID: 0, columnID: 0, dataTypeSize: -1, dataTypeModifier: -1 }) as pg.FieldDef;
 
-test("a statement's own row parser answers what pg's parseRow does, names of any spelling and repeated names included (decision 247)", () => {
+test("a statement's own row parser answers what pg's parseRow does, names of any spelling and repeated names included", () => {
   const fields = [
     column('id', 25),
     column('n', 23),

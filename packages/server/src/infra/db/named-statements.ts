@@ -9,7 +9,7 @@ type Query = (text: unknown, values?: unknown, callback?: unknown) => unknown;
 
 /**
  * Makes a pooled PostgreSQL connection run each parameterised statement as a named prepared
- * statement (decision 217). Kysely sends every statement as an unnamed one, which PostgreSQL parses,
+ * statement. Kysely sends every statement as an unnamed one, which PostgreSQL parses,
  * analyses and plans again on every run; named, a statement is parsed once per connection and later
  * runs send only its values. Statements without values (transaction control, DDL) stay unnamed.
  *
@@ -66,7 +66,7 @@ interface Statement {
 
 /**
  * What `pg` builds from a statement's description of its result columns: a parser per column, and the
- * empty row each result row is copied from; with them, this statement's own row parser (decision 247).
+ * empty row each result row is copied from; with them, this statement's own row parser.
  */
 interface RowShape {
   fields: readonly pg.FieldDef[];
@@ -116,15 +116,15 @@ const buildRowShape = Object.getPrototypeOf((new pg.Query('') as unknown as PgQu
 /**
  * Runs a prepared statement as `client.query({ name, text, values })` would, for less:
  * - `pg` copies a configuration object property by property before it makes its query (1–2 µs in a
- *   profile); its `Query` made from the text takes none (decision 246);
+ *   profile); its `Query` made from the text takes none;
  * - `pg` asks the server to describe the result's columns at every execution (a Describe message, and
  *   a RowDescription back), and rebuilds from that description an array of column parsers and the
  *   empty row it copies for each result row: 5–6 µs of a `GET /customers/{id}` in a profile, the
- *   largest single cost of the request's JavaScript (decision 246). A prepared statement's columns are
+ *   largest single cost of the request's JavaScript. A prepared statement's columns are
  *   the same at every execution: PostgreSQL refuses to run one whose result changed ("cached plan must
  *   not change result type", handled in `prepareStatements`). So the first run on a connection builds
- *   the row shape from the description, and later runs use it without asking for one (decision 248):
- *   its column parsers, its empty row and its own row parser (`compileRowParser`, decision 247).
+ *   the row shape from the description, and later runs use it without asking for one:
+ *   its column parsers, its empty row and its own row parser (`compileRowParser`).
  * Resolves and rejects as `client.query` does.
  */
 function runNamed(client: pg.PoolClient, statement: Statement, values: unknown[]): Promise<pg.QueryResult> {
@@ -139,9 +139,9 @@ function runNamed(client: pg.PoolClient, statement: Statement, values: unknown[]
 
 /**
  * `runNamed`'s work, answering through `callback` (called once, from the socket's read). Apart from
- * `runNamed` so that no closure of the promise's shares a scope with the query (decision 279): when the
- * query and its rows were in the scope of the promise's callbacks, a read on PostgreSQL left about 2 KB
- * alive across two of V8's young-generation collections, which the collector then promoted (0.9 MB a
+ * `runNamed` so that no closure of the promise's shares a scope with the query: when the
+ * query and its rows are in the scope of the promise's callbacks, a read on PostgreSQL leaves about 2 KB
+ * alive across two of V8's young-generation collections, which the collector then promotes (0.9 MB a
  * scavenge under `GET /customers/{id}`, a full collection every second); built here, 7–13 KB.
  */
 function submitNamed(client: pg.PoolClient, statement: Statement, values: unknown[], callback: QueryCallback): void {
@@ -170,7 +170,7 @@ function submitNamed(client: pg.PoolClient, statement: Statement, values: unknow
 }
 
 /**
- * A row parser for one statement's columns (decision 247): `pg`'s `parseRow` copies the empty row and
+ * A row parser for one statement's columns: `pg`'s `parseRow` copies the empty row and
  * stores each column under its name, one loop for the rows of every statement, so V8's caches in it see
  * rows of every shape (4.3 µs a read of `GET /customers/{id}` in a profile, against 1.7 in the raw-SELECT
  * floor's, which runs one statement). This one is generated for the columns at hand, as
@@ -234,7 +234,7 @@ const pgSubmit = (pg.Query.prototype as unknown as PgQuery).submit;
 
 /**
  * `pg`'s `submit`, its messages held in the socket until the end of this turn of the event loop
- * (decision 249): the statements of the requests handled in one turn leave together, so the PostgreSQL
+ * so the statements of the requests handled in one turn leave together, so the PostgreSQL
  * backends they wake are woken in one go, not one between each request's JavaScript and the next.
  * `pg` corks the socket around its messages; the cork taken here first keeps them there after its uncork.
  */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { PGlitePool, PREPARED_MAX } from './pglite-pool.ts';
 
-describe('the embedded database runs statements prepared once (decision 215)', () => {
+describe('the embedded database runs statements prepared once', () => {
   let pool: PGlitePool;
   const query = async (sql: string, params: unknown[] = []) => {
     const client = await pool.connect();
@@ -80,7 +80,7 @@ describe('the embedded database runs statements prepared once (decision 215)', (
   });
 });
 
-test('the embedded database keeps 8 MB of shared buffers in its WASM heap, not PostgreSQL’s 128 MB (decision 219)', async () => {
+test('the embedded database keeps 8 MB of shared buffers in its WASM heap, not PostgreSQL’s 128 MB', async () => {
   const pool = await PGlitePool.open(undefined);
   try {
     const client = await pool.connect();

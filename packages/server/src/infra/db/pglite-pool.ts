@@ -26,7 +26,7 @@ export interface PoolClientLike {
  * never shrinks, and PostgreSQL touches all of them when it starts: PostgreSQL's default of 128 MB made
  * most of the server's resident memory. 8 MB (1,024 pages) holds the hot pages of the hot paths; the
  * rest is read through the operating system's page cache, and reads, token exchanges and operations
- * measured no slower than with 16 or 32 MB (decisions 198, 219).
+ * are no slower than with 16 or 32 MB.
  */
 export const EMBEDDED_SETTINGS: readonly string[] = ['-c', 'shared_buffers=8MB'];
 
@@ -37,7 +37,7 @@ let compiledPGlite: Promise<WasmModule> | undefined;
 
 /**
  * PGlite's WebAssembly module (PostgreSQL, 9 MB), compiled once per process and shared by every
- * database it opens (decision 273). Compiling runs on V8's background threads: `tenantry serve` starts it
+ * database it opens. Compiling runs on V8's background threads: `tenantry serve` starts it
  * before it loads the server's modules, so the two overlap, and each later database a process opens
  * (tests open hundreds) skips the compile.
  */
@@ -62,7 +62,7 @@ export class PGlitePool {
    * `dataDir` undefined keeps the database in memory (tests). A new data directory is created by
    * initdb inside the first instance, whose WASM heap grows for it and never shrinks: that instance is
    * closed and the database opened again, so a first start serves from the same memory as every later
-   * one (decision 209).
+   * one.
    */
   static async open(dataDir: string | undefined): Promise<PGlitePool> {
     const options = { startParams: [...PGlite.defaultStartParams, ...EMBEDDED_SETTINGS], pgliteWasmModule: await compilePGlite() };
@@ -128,8 +128,8 @@ interface Prepared {
 export const PREPARED_MAX = 128;
 
 /**
- * Statements prepared once and run by name (decision 215). PGlite's own `query` parses and plans every
- * statement again, and in WebAssembly that was most of a read's cost. This runs the same protocol as
+ * Statements prepared once and run by name. PGlite's own `query` parses and plans every
+ * statement again, and in WebAssembly that is most of a read's cost. This runs the same protocol as
  * `query` (Bind, Describe, Execute, Sync on PGlite's exclusive lane, values serialised by PGlite's own
  * serialisers, rows parsed by its own parser), with a named Parse the first time a text is seen. The
  * least recently used statement is closed beyond PREPARED_MAX. A statement whose tables changed shape
@@ -175,7 +175,7 @@ class PreparedStatements {
       return serializer ? serializer(value) : String(value);
     });
     // Bind, Execute and Sync in one exchange: PGlite runs every message of a buffer before it answers,
-    // where an exchange a message cost its protocol round each (decision 261). No Describe: the rows'
+    // where an exchange a message costs its protocol round each. No Describe: the rows'
     // description is the one the statement's own Describe answered when it was prepared. After an error
     // PostgreSQL skips to the Sync, as it would over a socket; the error is among the answers.
     const messages = await this.#db.execProtocolStream(

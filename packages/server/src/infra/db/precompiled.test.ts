@@ -79,7 +79,7 @@ for (const target of testDatabases()) {
     test('on the handle itself, a statement takes a connection and gives it back, whether it succeeds or fails', {
       timeout: 20_000,
     }, async () => {
-      // Outside a transaction, precompiled statements go to the pool directly (decision 244): a write
+      // Outside a transaction, precompiled statements go to the pool directly: a write
       // still answers its count of rows, a failure is the database's own error, and every connection
       // comes back (the pool has ten; the embedded database one, so a single one kept would stop it).
       assert.equal((await grow(handle.db, { owner: 'bob', by: 10 })).numAffectedRows, 1n);

@@ -36,7 +36,7 @@ const pools = new WeakMap<object, ConnectionPool>();
 /**
  * Precompiled statements run on `db` itself (not on a transaction of it) take a connection from `pool`
  * and send their text and values there, as Kysely's executor would after its own layers: a read of the
- * hot path spends 2–4 µs and about 4 KB less (decision 244). The connection is the one Kysely would have
+ * hot path spends 2–4 µs and about 4 KB less. The connection is the one Kysely would have
  * used (the pool's `connect`, with the per-connection prepared statements of `named-statements.ts`).
  * Answers `db`.
  */
@@ -109,7 +109,7 @@ export interface PrecompileOptions<Args> {
  * A query built and compiled once, then run with each call's arguments: for a statement that runs
  * thousands of times a second, Kysely's building and compiling (10–20 µs for a statement with a
  * subquery or a few CTEs, more under a busy process's garbage collection) is paid once instead of per
- * run (decisions 192, 233).
+ * run.
  *
  * `build` receives stand-ins for its named arguments and must use each only as a bound value
  * (`where('uid', '=', args.uid)`, a column's value in `values({...})` or `set({...})`, a `sql`

@@ -7,7 +7,7 @@ const defaultTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ, 'text') as (text:
 
 /**
  * `pg`'s parsers, with one of our own for `timestamptz` in the form PostgreSQL writes it in a UTC
- * session, which is how this server's timestamps always arrive (decision 283).
+ * session, which is how this server's timestamps always arrive.
  *
  * `pg`'s own parser (`postgres-date`) matches every timestamp with a regular expression of eight
  * captures, then parses the fraction as a float: about 270 bytes of garbage a value, 160 KB of a page

@@ -10,7 +10,7 @@ const size = async (db: Kysely<unknown>, table: string) =>
 const fill = (db: Kysely<unknown>, table: string, from: number, to: number) =>
   sql`insert into ${sql.id(table)} select g, repeat('x', 200) from generate_series(${from}::int, ${to}::int) g`.execute(db);
 
-describe("the embedded database's upkeep: what autovacuum would do (decision 269)", () => {
+describe("the embedded database's upkeep: what autovacuum would do", () => {
   let handle: DatabaseHandle;
   before(async () => {
     handle = await openDatabase({ kind: 'embedded', dataDir: undefined });
@@ -63,7 +63,7 @@ describe("the embedded database's upkeep: what autovacuum would do (decision 269
   });
 
   test('a statement prepared while its table was small is planned again once a pass has counted the grown table', async () => {
-    // What the server's prepared statements go through (decision 277): a plan made for a few rows is kept
+    // What the server's prepared statements go through: a plan made for a few rows is kept
     // as the table grows, until something tells PostgreSQL the table changed.
     const { db } = handle;
     await sql`create table outbox (id int primary key, payload text not null)`.execute(db);

@@ -11,7 +11,7 @@ export interface UpkeepStep {
 /**
  * The statistics target of the upkeep's analyze: 10 (PostgreSQL's default is 100) samples 3,000 rows
  * a table, not 30,000, and keeps 10 common values and 10 histogram buckets a column; enough for plans
- * that look rows up by key, at a tenth of the time the one connection is held (decision 269).
+ * that look rows up by key, at a tenth of the time the one connection is held.
  */
 const STATISTICS_TARGET = 10;
 
@@ -40,7 +40,7 @@ export function upkeepNeeded(activity: TableActivity): { vacuum: boolean; analyz
 
 /**
  * One pass of what PostgreSQL's autovacuum does, for a database that has none: PGlite runs PostgreSQL
- * as a single-user backend, where no background process vacuums or analyzes (decision 269). Without
+ * as a single-user backend, where no background process vacuums or analyzes. Without
  * it the space of deleted and updated rows is never reused (a table only grows), and the planner keeps
  * the statistics of the day a table was made, plans prepared then included. Each table whose activity
  * passed autovacuum's thresholds is vacuumed or analyzed (or both), each in a statement of its own, so

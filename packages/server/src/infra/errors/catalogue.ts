@@ -16,7 +16,7 @@ export const ERROR_CATALOGUE = {
   NOT_FOUND: { status: 404, retryable: false },
   UPSTREAM_NOT_FOUND: { status: 404, retryable: false },
   METHOD_NOT_ALLOWED: { status: 405, retryable: false },
-  /** Decision 79: headers over Node's limit, answered before any route is known. */
+  /** Headers over Node's limit, answered before any route is known. */
   HEADERS_TOO_LARGE: { status: 431, retryable: false },
   ALREADY_EXISTS: { status: 409, retryable: false },
   CONFLICT: { status: 409, retryable: false },
@@ -51,8 +51,8 @@ export interface FieldProblem {
 
 /**
  * An answer to the client in the error envelope: expected, not a fault, so it carries no stack trace.
- * Capturing one cost 6 to 14 µs for every 401, 404 or 429, which a flood of bad requests pays
- * (decision 200); unexpected errors keep theirs for the log.
+ * Capturing one costs 6 to 14 µs for every 401, 404 or 429, which a flood of bad requests pays;
+ * unexpected errors keep theirs for the log.
  */
 export class ApiError extends Error {
   readonly code: ErrorCode;

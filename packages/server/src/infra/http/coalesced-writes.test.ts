@@ -13,7 +13,7 @@ async function listening(app: ReturnType<typeof createHttpApp>): Promise<number>
   return (app.server.address() as AddressInfo).port;
 }
 
-test('the responses to requests handled in one turn of the event loop are written together at its end (decision 249)', async () => {
+test('the responses to requests handled in one turn of the event loop are written together at its end', async () => {
   const app = createHttpApp(pino({ level: 'silent' }), 'test');
   const replies: FastifyReply[] = [];
   // For each request as it is handled: whether the responses of those handled before it were written.

@@ -4,7 +4,7 @@ import { atEndOfTurn } from '../end-of-turn.ts';
 type Done = (error: Error | null, payload?: unknown) => void;
 
 /**
- * Responses finished during one turn of the event loop are written together at its end (decision 249).
+ * Responses finished during one turn of the event loop are written together at its end.
  *
  * Each response's write wakes its client. Written as each handler finishes, between the requests still
  * to handle, every write finds a client that has read the previous answer and gone back to sleep, and

@@ -35,7 +35,7 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   // open them ahead of need), so such a socket would hold a shutdown open until the headers timeout
   // (60 s): those are closed here, in-flight ones drain, told to close their connection.
   const inFlight: InFlight = new Map();
-  // Validators and serialisers compiled when first needed, and by the server's warm-up (decision 272).
+  // Validators and serialisers compiled when first needed, and by the server's warm-up.
   const schemas = new DeferredSchemas();
   const app = Fastify({
     schemaController: { compilersFactory: { buildSerializer: deferredSerializers(schemas) } },
@@ -162,7 +162,7 @@ export interface RegisteredRoute {
 
 /**
  * Fastify's own serialiser compiler (fast-json-stringify), each route's serialiser compiled when first
- * needed, from the response schema with its unions of scalars written as lists of types (decision 282).
+ * needed, from the response schema with its unions of scalars written as lists of types.
  */
 function deferredSerializers(schemas: DeferredSchemas) {
   const selector = SerializerSelector();

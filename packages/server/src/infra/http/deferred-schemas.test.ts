@@ -4,7 +4,7 @@ import pino from 'pino';
 import { createHttpApp } from './create-http-app.ts';
 import { DeferredSchemas } from './deferred-schemas.ts';
 
-describe('schemas compiled when first needed (decision 272)', () => {
+describe('schemas compiled when first needed', () => {
   test('a deferred schema compiles at its first use, once; the warm-up compiles the rest, one a turn, and names any that fails', async () => {
     const schemas = new DeferredSchemas();
     const compiles: string[] = [];

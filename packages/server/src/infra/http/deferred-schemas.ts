@@ -17,13 +17,13 @@ export interface WarmUp {
 }
 
 /**
- * Compiles a Fastify app's schemas when they are first needed, not while the server starts (decision 272).
+ * Compiles a Fastify app's schemas when they are first needed, not while the server starts.
  *
  * Compiling the request validators (Ajv) and the response serialisers (fast-json-stringify) of both APIs
- * took 300-400 ms of a 1.8 s start-up, before the first request could be answered. Each is compiled now
+ * takes 300-400 ms of a 1.8 s start-up, before the first request can be answered. Each is compiled
  * by the first request that needs it, or by `warm()`, which the server runs once it listens: one schema a
  * turn of the event loop, so requests arriving meanwhile are served between them. After the warm-up, every
- * request runs compiled code as before. A HEAD route (Fastify adds one to every GET, with its own copy
+ * request runs compiled code. A HEAD route (Fastify adds one to every GET, with its own copy
  * of the response schema) compiles only if someone sends a HEAD.
  *
  * A schema that does not compile is reported by the warm-up (and by the request that needed it, as any

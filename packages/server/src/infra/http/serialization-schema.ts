@@ -1,14 +1,14 @@
 /**
- * A response schema as the serialiser needs it (decision 282).
+ * A response schema as the serialiser needs it.
  *
  * fast-json-stringify writes an `anyOf` by running a validator (Ajv) against each branch in turn, for
  * every value: a nullable field (`Type.Union([Type.String(), Type.Null()])`, `anyOf: [string, null]`)
  * or a status (a union of string literals) costs a validation a value, and a nullable timestamp a
- * `date-time` regular expression as well. A page of 200 customers ran 1,600 of them, about a quarter of
- * what the page allocated. When every branch is a plain scalar, the serialiser needs only the JSON
+ * `date-time` regular expression as well. A page of 200 customers runs 1,600 of them, about a quarter of
+ * what the page allocates. When every branch is a plain scalar, the serialiser needs only the JSON
  * types: `anyOf: [{ type: 'string', format: 'date-time' }, { type: 'null' }]` is written exactly as
  * `{ type: ['string', 'null'], format: 'date-time' }`, which fast-json-stringify writes with a `typeof`
- * test. The same text comes out (the suite compares both serialisers' output); what no longer happens
+ * test. The same text comes out (the suite compares both serialisers' output); what goes
  * is the serialiser refusing a value outside the union, which only a bug of ours could hand it, and
  * which the request's own schema tests do not rely on.
  *

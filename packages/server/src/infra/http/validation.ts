@@ -13,7 +13,7 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
  * an integer), while query strings and path parameters arrive as text and are
  * coerced. Neither strips unknown fields: an unknown field is an error the
  * partner should hear about, never silently dropped. Each is compiled when first
- * needed (`schemas`, decision 272).
+ * needed (`schemas`).
  */
 export function installValidators(app: FastifyInstance, schemas: DeferredSchemas): void {
   const base = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false } as const;

@@ -74,8 +74,8 @@ test('lines wait for a batch of 32 KiB or the next flush: a moderately busy serv
   // About 23 KiB of access-like lines: what a server answering 150 requests logs.
   for (let i = 0; i < 150; i++)
     logger.info({ request_id: `req_${String(i).padStart(24, '0')}`, route: '/api/public/v1/auth/whoami', i }, 'request');
-  // Had a write started on its own (at 2 KiB pending, as before decision 250), the first write would
-  // carry only its first few lines: here the flush's write carries them all.
+  // A write started on its own (at 2 KiB pending, say) would carry only the first few lines: here
+  // the flush's write carries them all.
   const first = once(stream, 'write') as Promise<[number]>;
   flushLog(logger);
   const [bytes] = await first;
@@ -86,7 +86,7 @@ test('lines wait for a batch of 32 KiB or the next flush: a moderately busy serv
 });
 
 /**
- * Every line reaches stdout whole and in order through the batched writes (decision 218): many short
+ * Every line reaches stdout whole and in order through the batched writes: many short
  * lines, and lines longer than one write, from a process that flushes only when it exits.
  */
 test('the log loses, cuts and reorders nothing: short lines and lines longer than a write, through a pipe', async () => {
@@ -119,7 +119,7 @@ test('the log loses, cuts and reorders nothing: short lines and lines longer tha
 
 /**
  * A stdout nobody reads (a stalled log collector, a paused terminal) must not grow the server's memory
- * without bound (decision 222): beyond `maxPending` lines are dropped, whole, and counted in a warning
+ * without bound: beyond `maxPending` lines are dropped, whole, and counted in a warning
  * once the reader is back.
  */
 test('when stdout is not read, lines beyond the bound are dropped whole and their number logged once it is', async () => {

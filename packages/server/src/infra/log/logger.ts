@@ -1,14 +1,14 @@
 import pino, { type Logger } from 'pino';
 
 /**
- * How the server's log is buffered on its way to stdout (decisions 218, 221, 222, 250). Writes are
+ * How the server's log is buffered on its way to stdout. Writes are
  * asynchronous and batched, off the request's path: once `minLength` bytes are pending (or at the
  * flush once a second), one write at a time, each of at most `maxWrite` bytes. Each write wakes a
  * thread of the pool and then the main thread again: 32 KiB (about 150 access lines) a write rather
- * than 2 KiB took 5–8 µs of CPU off whoami's 40–50 in the hours when waking a thread costs most
- * (decision 250). A write carries what a busy server logged while the previous one was in flight: at
- * 4 KiB a write, a server answering 25,000 requests a second logged faster than it wrote, and the
- * backlog grew by megabytes a second. At most `maxPending` bytes wait: when stdout is not
+ * than 2 KiB takes 5–8 µs of CPU off whoami's 40–50 in the hours when waking a thread costs most.
+ * A write carries what a busy server logs while the previous one is in flight: at 4 KiB a write, a
+ * server answering 25,000 requests a second logs faster than it writes, and the backlog grows by
+ * megabytes a second. At most `maxPending` bytes wait: when stdout is not
  * read (a stalled log collector, a paused terminal) later lines are dropped and counted, and the count
  * is logged once the backlog has been written, instead of the server's memory growing until it is killed.
  */
@@ -20,8 +20,8 @@ export type LogBuffer = { readonly minLength: number; readonly maxWrite: number;
 /**
  * What pino writes its lines to. Each line is encoded once and handed to pino's destination
  * (sonic-boom) in buffer mode, which keeps the pending chunk's length as a number: in text mode it
- * measures the whole pending chunk again for every line appended, so a line cost in proportion to
- * `maxWrite` (decision 218).
+ * measures the whole pending chunk again for every line appended, so a line costs in proportion to
+ * `maxWrite`.
  */
 export class LogStream {
   readonly destination: ReturnType<typeof pino.destination>;
@@ -86,11 +86,11 @@ export function createLogger(level: string, dest: number | string = 1, buffer: L
 }
 
 /**
- * Starts writing what the log holds, without waiting for it (decision 220). pino's `logger.flush()`
- * used to hand sonic-boom a callback every time, and sonic-boom keeps a 'drain' and an 'error' listener
+ * Starts writing what the log holds, without waiting for it. pino's `logger.flush()`
+ * hands sonic-boom a callback every time, and sonic-boom keeps a 'drain' and an 'error' listener
  * for each until its buffer empties, which under steady load it never does: a server flushing once a
- * second under load piled up two listeners a second (Node's MaxListenersExceededWarning after ten
- * seconds, then as many fsyncs as seconds of load when the load stopped). LogStream now keeps such
+ * second under load would pile up two listeners a second (Node's MaxListenersExceededWarning after ten
+ * seconds, then as many fsyncs as seconds of load when the load stops). LogStream keeps such
  * callbacks itself; this asks for none.
  */
 export function flushLog(logger: Logger): void {

@@ -60,7 +60,7 @@ const TAG_BYTES = 16;
 const AAD = Buffer.from('tenantry cursor v1');
 
 export class CursorCodec {
-  /** A KeyObject, imported once: Node re-imports a Buffer key on every cipher it makes (decision 193). */
+  /** A KeyObject, imported once: Node re-imports a Buffer key on every cipher it makes. */
   readonly #key: KeyObject;
 
   constructor(key: Buffer) {

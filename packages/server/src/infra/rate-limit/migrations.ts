@@ -15,7 +15,7 @@ export const rateLimitMigrations: Record<string, Migration> = {
    * Buckets are not worth a write-ahead log record: a commit that changed only an unlogged table does
    * not wait for the log to reach the disk, and every token exchange (and a quiet partner's every
    * request) reserves from a bucket. After a crash PostgreSQL empties the table: every bucket starts
-   * full, as after a restart of the embedded database (decision 230).
+   * full, as after a restart of the embedded database.
    */
   '0035_rate_limits_unlogged': {
     async up(db: Kysely<unknown>) {

@@ -117,7 +117,7 @@ for (const target of testDatabases()) {
       assert.equal(fromElsewhere.status, 200, `the owner on another address still exchanges: ${fromElsewhere.text}`);
     });
 
-    // Decision 210: on PostgreSQL the key's bucket is charged in the statement that reads the key,
+    // On PostgreSQL the key's bucket is charged in the statement that reads the key,
     // only when the secret matched; a key with an address allowlist is charged after the process's check.
     for (const [label, request] of [
       ['a key without an allowlist', {}],

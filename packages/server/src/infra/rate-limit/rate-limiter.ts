@@ -65,7 +65,7 @@ class MemoryRateLimiter implements RateLimiter {
  * `$3` ms, `$4` ms of capacity), after handing back `$6` ms an expired lease did not use: the same
  * arithmetic as gcra.step(), for several tokens at once, evaluated on the row under its lock. With a
  * `source` (a relation of an enclosing statement), it happens once per row of it, so a statement that
- * reads something can reserve in the same round trip only if what it read allows it (decision 210).
+ * reads something can reserve in the same round trip only if what it read allows it.
  * Returns `tat_ms, granted`; values from `$7` on are the enclosing statement's.
  */
 export function reservationSql(source?: string): string {
@@ -99,13 +99,13 @@ export interface CarriedReservation {
 const LEASE_MS = 250;
 /**
  * The most tokens one reservation takes (and never more than a quarter of the burst). At 100, a
- * partner sending 40,000 requests a second cost 400 reservations a second, 3-4% of the server's
- * CPU; at 1,000, 40 (decision 229).
+ * partner sending 40,000 requests a second costs 400 reservations a second, 3-4% of the server's
+ * CPU; at 1,000, 40.
  */
 export const MAX_RESERVATION = 1_000;
 /**
  * A lease of at least this many tokens is renewed before it runs out: when a quarter of it is left, a
- * reservation is sent while the rest is spent, so a busy caller never waits for one (decision 253).
+ * reservation is sent while the rest is spent, so a busy caller never waits for one.
  */
 const RENEW_FROM = 64;
 
