@@ -61,6 +61,7 @@ import { benchNodeFlags } from './node-flags.ts';
 import { benchOperations, benchPartner, burstCreates } from './operations.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
+import { markdownReport, type Row, runFacts, writeReport } from './report.ts';
 import { benchSdk } from './sdk.ts';
 import { benchStartup } from './startup.ts';
 import { benchVersions } from './versions.ts';
@@ -72,13 +73,6 @@ const POSTGRES_LABEL = DB_LATENCY_MS > 0 ? `PostgreSQL ${DB_LATENCY_MS} ms away`
 
 interface Notes {
   lines: string[];
-}
-
-/** One line of the table: a path, and the floor it is compared with in the same run. */
-interface Row {
-  result: Result;
-  floor?: Result;
-  goal?: number;
 }
 
 /**
@@ -317,6 +311,10 @@ function print(rows: Row[]): void {
   }
 }
 
+/** Read before the run: the load average at its start says how busy the machine was. */
+const facts = runFacts(
+  `${CONNECTIONS} connections, ${DURATION_S} s rounds, median of ${ROUNDS}${process.env.BENCH_ONLY ? `, BENCH_ONLY=${process.env.BENCH_ONLY}` : ''}`,
+);
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
@@ -383,3 +381,9 @@ if (only === undefined || only === 'images') {
 if (only === undefined || only === 'startup') notes.lines.push(...(await benchStartup('PGlite', embedded())));
 print(rows);
 process.stdout.write(`\n${notes.lines.join('\n')}\n`);
+// BENCH_WRITE_DOCS=1 (`npm run bench:docs`): the run also replaces the table in docs/performance.md.
+if (process.env.BENCH_WRITE_DOCS === '1') {
+  const file = fileURLToPath(new URL('../../../docs/performance.md', import.meta.url));
+  writeReport(file, markdownReport(rows, notes.lines, facts));
+  process.stdout.write(`\nThe run is written into ${file}.\n`);
+}
