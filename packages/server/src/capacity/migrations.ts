@@ -128,4 +128,11 @@ export const capacityMigrations: Record<string, Migration> = {
         $$`.execute(db);
     },
   },
+  '0045_capacity_arithmetic_dropped': {
+    async up(db: Kysely<unknown>) {
+      // Capacity arithmetic is resources.ts alone; the create functions that used these are gone.
+      await sql`drop function if exists resources_add(jsonb, jsonb)`.execute(db);
+      await sql`drop function if exists resources_fit(jsonb, jsonb, jsonb)`.execute(db);
+    },
+  },
 };

@@ -9,13 +9,13 @@ import { expediteCustomerOperations } from '../operations/store.ts';
 import { registerCustomerSteps } from './steps.ts';
 
 /**
- * A creation's commit: the common case is one statement with no transaction around it
- * (`finishAlone`), which must write everything or nothing. These tests run the real `customer.create`
- * handler in an engine of their own (the server's is stopped) and watch what its one statement answered:
- * true (it recorded the outcome), false (not its case; the transaction decided), or refused by its guard.
+ * A creation's commit: the customer, its first project, a ready one's owner, the operation's outcome and
+ * its event, in the one short transaction that finishes every operation, written whole or not at all.
+ * These tests run the real `customer.create` handler in an engine of their own (the server's is stopped),
+ * whose look can be held while a partner's change lands under it.
  */
 for (const target of testDatabases()) {
-  describe(`a creation's commit in one statement [${target.name}]`, () => {
+  describe(`a creation's commit [${target.name}]`, () => {
     let server: TestServer;
     let acme: Tokens;
     before(async () => {
@@ -43,17 +43,13 @@ for (const target of testDatabases()) {
         users,
         partnerCache,
       });
-      assert.ok(handler?.finishAlone, 'customer.create records its common case in one statement');
+      assert.ok(handler, 'customer.create is registered');
       return handler;
     };
 
-    /**
-     * An engine running the real handler, whose look may be held (`hold`) and whose one statement's
-     * answers are kept, and the outcome its look reaches replaced by `outcome` when given.
-     */
+    /** An engine running the real handler, whose look may be held (`hold`), its outcome replaced by `outcome` when given. */
     const engineWith = (options: { outcome?: FinalOutcome; hold?: Promise<void>; looked?: () => void } = {}) => {
       const real = realHandler();
-      const answers: Array<boolean | 'refused'> = [];
       const engine = new OperationEngine({
         db: server.database.db,
         clock: server.clock,
@@ -68,18 +64,8 @@ for (const target of testDatabases()) {
           await options.hold;
           return options.outcome ?? reached;
         },
-        finishAlone: async (...args) => {
-          try {
-            const answer = await (real.finishAlone as NonNullable<OperationHandler['finishAlone']>)(...args);
-            answers.push(answer);
-            return answer;
-          } catch (error) {
-            answers.push('refused');
-            throw error;
-          }
-        },
       });
-      return { engine, answers };
+      return engine;
     };
 
     /** A look held once it has reached its outcome (`reached`), until `release()`. */
@@ -100,7 +86,9 @@ for (const target of testDatabases()) {
         .selectFrom('customers')
         .innerJoin('projects', 'projects.customer_uid', 'customers.uid')
         .innerJoin('users', (join) => join.onRef('users.customer_uid', '=', 'customers.uid').on('users.is_owner', '=', true))
-        .innerJoin('operations', 'operations.customer_uid', 'customers.uid')
+        .innerJoin('operations', (join) =>
+          join.onRef('operations.customer_uid', '=', 'customers.uid').on('operations.type', '=', 'customer.create'),
+        )
         .select(['customers.status', 'projects.state', 'users.platform_state', 'operations.status as operation', 'operations.lease_owner'])
         .where('customers.id', '=', id)
         .where('customers.partner_id', '=', 'acme')
@@ -108,28 +96,26 @@ for (const target of testDatabases()) {
     const eventsFor = async (id: string) => (await eventsOf(server, 'acme')).filter((e) => e.data.customer_id === id);
 
     test('a success settles the customer, its first project and owner, the operation and its event at once', async () => {
-      const { operation } = await createCustomer(server, acme.live, 'oneshot', { project: 'web' });
-      const { engine, answers } = engineWith();
-      assert.equal(await engine.runDue(), 1);
-      assert.deepEqual(answers, [true], 'recorded by the one statement');
-      assert.deepEqual(await rows('oneshot'), {
+      const { operation } = await createCustomer(server, acme.live, 'settled', { project: 'web' });
+      assert.equal(await engineWith().runDue(), 1);
+      assert.deepEqual(await rows('settled'), {
         status: 'active',
         state: 'ready',
         platform_state: 'ready',
         operation: 'succeeded',
         lease_owner: null,
       });
-      const read = await partnerApi<{ data: { projects: Record<string, unknown>[] } }>(server, 'GET', '/customers/oneshot', {
+      const read = await partnerApi<{ data: { projects: Record<string, unknown>[] } }>(server, 'GET', '/customers/settled', {
         token: acme.live,
       });
-      const events = await eventsFor('oneshot');
+      const events = await eventsFor('settled');
       assert.deepEqual(
         events.map((e) => e.type),
         ['customer.ready'],
       );
-      // The project's view built by the statement is the one the API shows (toProject), to the millisecond.
+      // The event's project is the one the API shows, to the millisecond.
       assert.deepEqual(events[0]?.data, {
-        customer_id: 'oneshot',
+        customer_id: 'settled',
         operation_id: operation.id,
         project: read.body.data.projects[0],
         state: 'active',
@@ -138,76 +124,70 @@ for (const target of testDatabases()) {
     });
 
     test("a failure settles them failed at once, with the failure's code in the event", async () => {
-      const { operation } = await createCustomer(server, acme.live, 'oneshot-failed');
-      const { engine, answers } = engineWith({
-        outcome: { state: 'failed', code: 'PROVISIONING_FAILED', message: 'the platform refused' },
-      });
+      const { operation } = await createCustomer(server, acme.live, 'settled-failed');
+      const engine = engineWith({ outcome: { state: 'failed', code: 'PROVISIONING_FAILED', message: 'the platform refused' } });
       assert.equal(await engine.runDue(), 1);
-      assert.deepEqual(answers, [true]);
-      const settled = await rows('oneshot-failed');
+      const settled = await rows('settled-failed');
       assert.deepEqual(
         { status: settled.status, state: settled.state, operation: settled.operation },
         { status: 'failed', state: 'failed', operation: 'failed' },
       );
-      const [event] = await eventsFor('oneshot-failed');
+      const [event] = await eventsFor('settled-failed');
       assert.equal(event?.type, 'customer.failed');
       assert.deepEqual(event?.data.error, { code: 'PROVISIONING_FAILED', message: 'the platform refused' });
       assert.equal(event?.data.operation_id, operation.id);
       assert.equal((event?.data.project as { state?: string } | null)?.state, 'failed');
     });
 
-    test('a look whose lease was taken back writes nothing: the guard refuses the statement, the transaction finds the lease lost', async () => {
-      await createCustomer(server, acme.live, 'oneshot-late');
+    test('a look whose lease was taken back writes nothing; the next look finishes the creation', async () => {
+      await createCustomer(server, acme.live, 'lease-lost');
       const held = heldLook();
-      const { engine, answers } = engineWith(held);
-      const pass = engine.runDue();
+      const pass = engineWith(held).runDue();
       await held.reached;
       // A deletion's way of taking the lease back while the look runs.
       const { uid } = await server.database.db
         .selectFrom('customers')
         .select('uid')
-        .where('id', '=', 'oneshot-late')
+        .where('id', '=', 'lease-lost')
         .executeTakeFirstOrThrow();
       await expediteCustomerOperations(server.database.db, uid, server.clock.now());
+      const before = await rows('lease-lost');
       held.release();
       assert.equal(await pass, 1);
-      assert.deepEqual(answers, ['refused'], 'the customer settled within the statement, the outcome did not: it was refused whole');
-      const left = await rows('oneshot-late');
+      assert.deepEqual(await rows('lease-lost'), before, 'the customer, its project and owner settle with the outcome or not at all');
+      assert.equal(before.status, 'provisioning');
+      assert.deepEqual(await eventsFor('lease-lost'), [], 'nor its event');
+      assert.equal(await engineWith().runDue(), 1);
+      assert.equal((await rows('lease-lost')).status, 'active');
       assert.deepEqual(
-        { status: left.status, state: left.state, operation: left.operation },
-        { status: 'provisioning', state: 'provisioning', operation: 'pending' },
-        'nothing of the settling stayed',
+        (await eventsFor('lease-lost')).map((e) => e.type),
+        ['customer.ready'],
       );
-      assert.deepEqual(await eventsFor('oneshot-late'), [], 'nor its event');
-      // The next look finishes it, in one statement again.
-      const { engine: next, answers: nextAnswers } = engineWith();
-      assert.equal(await next.runDue(), 1);
-      assert.deepEqual(nextAnswers, [true]);
-      assert.equal((await rows('oneshot-late')).status, 'active');
     });
 
-    test('a customer deleted while its creation ran is not the common case: the statement writes nothing, the transaction fails the creation', async () => {
-      const { operation } = await createCustomer(server, acme.live, 'oneshot-gone');
+    test('a customer deleted while its creation ran: that look writes nothing, the next fails the creation', async () => {
+      const { operation } = await createCustomer(server, acme.live, 'deleted-meanwhile');
       const held = heldLook();
-      const { engine, answers } = engineWith(held);
-      const pass = engine.runDue();
+      const pass = engineWith(held).runDue();
       await held.reached;
-      const deleted = await partnerApi(server, 'DELETE', '/customers/oneshot-gone?mode=immediate', { token: acme.live });
+      const deleted = await partnerApi(server, 'DELETE', '/customers/deleted-meanwhile?mode=immediate', { token: acme.live });
       assert.equal(deleted.status, 202, deleted.text);
+      const before = { rows: await rows('deleted-meanwhile'), events: await eventsFor('deleted-meanwhile') };
       held.release();
-      await pass;
-      // The deletion took the lease back too: this look records nothing, the next one decides.
-      assert.deepEqual(answers, [false], 'no longer provisioning: the statement wrote nothing');
-      const { engine: next, answers: nextAnswers } = engineWith();
-      await next.runDue();
-      assert.deepEqual(nextAnswers, [false], 'nor on the next look');
+      assert.equal(await pass, 1);
+      assert.deepEqual(
+        { rows: await rows('deleted-meanwhile'), events: await eventsFor('deleted-meanwhile') },
+        before,
+        'the deletion took the lease back: the look that ran under it writes nothing',
+      );
+      await engineWith().runDue();
       const creation = await server.database.db
         .selectFrom('operations')
         .select(['status', 'error_code'])
         .where('id', '=', String(operation.id))
         .executeTakeFirstOrThrow();
       assert.deepEqual(creation, { status: 'failed', error_code: 'CUSTOMER_DELETING' });
-      const failed = (await eventsFor('oneshot-gone')).find((e) => e.type === 'customer.failed');
+      const failed = (await eventsFor('deleted-meanwhile')).find((e) => e.type === 'customer.failed');
       assert.equal((failed?.data.error as { code?: string } | undefined)?.code, 'CUSTOMER_DELETING');
     });
   });

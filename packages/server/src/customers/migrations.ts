@@ -222,4 +222,13 @@ export const customerMigrations: Record<string, Migration> = {
         $$`.execute(db);
     },
   },
+  '0043_customers_create_functions_dropped': {
+    async up(db: Kysely<unknown>) {
+      // A create's checks run in TypeScript, in the create's transaction; no process calls these any more.
+      await sql`drop function if exists customer_create_locked(text, text, text, text, text, text, text, jsonb, jsonb)`.execute(db);
+      await sql`drop function if exists customers_create_locked(text, text, text, text[], text[], text[], text[], jsonb, jsonb)`.execute(
+        db,
+      );
+    },
+  },
 };

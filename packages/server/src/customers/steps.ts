@@ -3,13 +3,12 @@ import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
 import type { CapacityTables } from '../capacity/tables.ts';
 import type { EventData } from '../events/payloads.ts';
-import { announceRecordedEvent, boundEventInsertOf, type EventValues, eventValues, newEvent } from '../events/store.ts';
+import { newEvent } from '../events/store.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { modeNowMs } from '../infra/mode.ts';
-import { type OutcomeValues, outcomeUpdate, outcomeWhole } from '../operations/claims.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail, inOrder } from '../operations/handler.ts';
 import type { OperationRow, OperationTables } from '../operations/tables.ts';
@@ -19,7 +18,7 @@ import type { PartnerTables } from '../partners/tables.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
 import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
-import { PROJECT_VIEW_COLUMNS, projectForPlatform, projectViewJson, settleProvisioningProject } from '../projects/store.ts';
+import { PROJECT_VIEW_COLUMNS, projectForPlatform, settleProvisioningProject } from '../projects/store.ts';
 import type { ProjectTables } from '../projects/tables.ts';
 import { type UserService, userSpec } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
@@ -68,63 +67,33 @@ const readForCreation = precompile((db: StepsDb, a: { uid: string; project: stri
 );
 
 /**
- * The parts of a statement that settle a customer with its creation: the customer (found only while it
- * is still provisioning), its first project (with the address range the look learned, if it has none
- * yet) and, when it succeeded, its owner, each part only once the one before it settled (its lock taken
- * first: customer, then project).
- */
-function settlingParts(db: StepsDb, a: { uid: string; project: string; now: Date; cidr: string | null }, to: 'active' | 'failed') {
-  let writer = db
-    .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
-    .with('project', (qc) =>
-      settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now, a.cidr).where(
-        sql<boolean>`exists (select 1 from settled)`,
-      ),
-    );
-  if (to === 'active') {
-    writer = writer.with('owner', (qc) => ownerReadyUpdate(qc, a.uid, a.now).where(sql<boolean>`exists (select 1 from settled)`));
-  }
-  return writer;
-}
-
-/**
- * The customer settles with its creation (`settlingParts`) in one statement of the finishing
- * transaction, which answers it with the project's view. Two shapes, each compiled once.
+ * The customer settles with its creation in one statement of the finishing transaction: the customer
+ * (found only while it is still provisioning), its first project (with the address range the look
+ * learned, if it has none yet) and, when it succeeded, its owner, each part only once the one before it
+ * settled (its lock taken first: customer, then project). It answers the customer with the project's
+ * view. Two shapes, each compiled once.
  */
 function settleCreation(to: 'active' | 'failed') {
-  return precompile((trx: StepsDb, a: { uid: string; project: string; now: Date; cidr: string | null }) =>
-    settlingParts(trx, a, to)
+  return precompile((trx: StepsDb, a: { uid: string; project: string; now: Date; cidr: string | null }) => {
+    let writer = trx
+      .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
+      .with('project', (qc) =>
+        settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now, a.cidr).where(
+          sql<boolean>`exists (select 1 from settled)`,
+        ),
+      );
+    if (to === 'active') {
+      writer = writer.with('owner', (qc) => ownerReadyUpdate(qc, a.uid, a.now).where(sql<boolean>`exists (select 1 from settled)`));
+    }
+    return writer
       .selectFrom('settled')
       .leftJoin('project', (join) => join.onTrue())
       .select(['settled.uid', 'settled.status'])
-      .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const)),
-  );
+      .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const));
+  });
 }
 const settleCreated = settleCreation('active');
 const settleFailedCreation = settleCreation('failed');
-
-/**
- * The creation's whole commit as one statement, with no transaction around it: the
- * customer settles with its first project and a ready one's owner (`settlingParts`), the outcome is
- * recorded under the engine's lease, and the event is written with the project's view built from the
- * settled row. Nothing when the customer is no longer provisioning (no row: the transaction's path
- * decides); the statement fails in `outcomeWhole`'s guard, writing nothing, when the customer settled
- * but its project or the outcome did not (a project no longer provisioning, a lease lost).
- */
-function settleCreationAlone(to: 'active' | 'failed') {
-  return precompile((db: StepsDb, a: OutcomeValues & EventValues & { uid: string; project: string; cidr: string | null }) => {
-    // The bound payload's `project` (null) gives way to the settled project's view.
-    const data = sql`${a.eventData}::jsonb || jsonb_build_object('project', (select ${projectViewJson('project')} from project))`;
-    return settlingParts(db, a, to)
-      .with('finished', (qc) => outcomeUpdate(qc, a).where(sql<boolean>`exists (select 1 from project)`).returning('id'))
-      .with('event', (qc) => boundEventInsertOf(qc, a, data, sql<boolean>`exists (select 1 from finished)`))
-      .selectFrom('settled')
-      .select(outcomeWhole(sql<boolean>`exists (select 1 from finished)`, a.id).as('whole'))
-      .select((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'));
-  });
-}
-const settleCreatedAlone = settleCreationAlone('active');
-const settleFailedCreationAlone = settleCreationAlone('failed');
 
 /** The event announcing a creation's end: `customer.ready` or `customer.failed`, with the first project's view. */
 function creationEvent(
@@ -184,7 +153,7 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
           owner: userSpec(customer, owner),
           project: projectRef(customer, project),
         });
-        // Done: the range is written with the outcome (`settlingParts`); not yet: now, as the calls would.
+        // Done: the range is written with the outcome (`settleCreation`); not yet: now, as the calls would.
         if (whole?.state === 'done') return { state: 'done', learned: { cidr: whole.cidr } };
         if (whole) {
           if (whole.cidr) await keepAddressRange(db, project, whole.cidr);
@@ -225,17 +194,6 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
         if (customer) project = await settleFirstProject(trx, customer.uid, projectName, false, ctx.now, cidr);
       }
       return { outcome: final, event: creationEvent(op, final, state, project, ctx.now) };
-    },
-    // The common case, a customer still provisioning with its first project, in one statement.
-    async finishAlone(db, op, outcome, ctx, recording) {
-      const settle = outcome.state === 'done' ? settleCreatedAlone : settleFailedCreationAlone;
-      const event = eventValues(creationEvent(op, outcome, outcome.state === 'done' ? 'active' : 'failed', null, ctx.now));
-      const [settled] = (
-        await settle(db, { ...recording, ...event, uid: op.customer_uid, project: op.project ?? 'default', cidr: learnedRange(outcome) })
-      ).rows;
-      if (!settled) return false;
-      announceRecordedEvent(settled.delivery_state);
-      return true;
     },
   });
 

@@ -1,4 +1,4 @@
-import { type AliasableExpression, type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
+import { type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { afterCommit } from '../infra/db/transactions.ts';
 import { newId } from '../infra/ids.ts';
@@ -84,33 +84,19 @@ export function eventValues<T extends EventType>(event: NewEvent<T>): EventValue
 
 /** `eventInsert` of values given one by one (each only bound): what a precompiled statement builds. */
 export function boundEventInsert(qc: QueryCreator<EventTables>, v: EventValues) {
-  return boundEventInsertOf(qc, v, sql`${v.eventData}::jsonb`);
-}
-
-/**
- * `boundEventInsert` of an event whose data may be built by the statement (`data`, a jsonb expression:
- * for an outcome recorded in one statement with the rows its event describes, the bound part of the
- * payload joined with what those rows give), inserted only when `when` holds, if given.
- */
-export function boundEventInsertOf(
-  qc: QueryCreator<EventTables>,
-  v: Omit<EventValues, 'eventData'>,
-  data: AliasableExpression<unknown>,
-  when?: Expression<SqlBool>,
-) {
   const row = qc.selectNoFrom([
     sql<string>`${v.eventId}`.as('id'),
     sql<string>`${v.eventPartnerId}`.as('partner_id'),
     sql<KeyMode>`${v.eventMode}`.as('mode'),
     sql<string>`${v.eventType}`.as('type'),
-    data.as('data'),
+    sql`${v.eventData}::jsonb`.as('data'),
     sql<Date>`${v.eventAt}::timestamptz`.as('created_at'),
     initialDeliveryState(v.eventPartnerId, v.eventMode, v.eventType, v.eventFamily).as('delivery_state'),
   ]);
   return qc
     .insertInto('events')
     .columns(['id', 'partner_id', 'mode', 'type', 'data', 'created_at', 'delivery_state'])
-    .expression(when ? row.where(when) : row)
+    .expression(row)
     .returning('delivery_state');
 }
 

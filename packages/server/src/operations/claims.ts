@@ -1,4 +1,4 @@
-import { type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
+import { sql } from 'kysely';
 import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
@@ -137,7 +137,7 @@ export async function scheduleNextLook(
 }
 
 /** What an operation's outcome writes, as bound values. */
-export interface OutcomeValues {
+interface OutcomeValues {
   id: string;
   /** The lease of the claim whose look found the outcome. */
   lease: string;
@@ -159,7 +159,7 @@ const outcomeSet = (a: OutcomeValues) => ({
 });
 
 /** The values `outcome` writes on `op`, while its claim still holds the lease. */
-export function outcomeValues(op: DueOperation, outcome: FinalOutcomeValue, now: Date): OutcomeValues {
+function outcomeValues(op: DueOperation, outcome: FinalOutcomeValue, now: Date): OutcomeValues {
   const failed = outcome.state === 'failed' ? outcome : undefined;
   return {
     id: op.id,
@@ -173,17 +173,10 @@ export function outcomeValues(op: DueOperation, outcome: FinalOutcomeValue, now:
 
 type FinalOutcomeValue = { state: 'done' } | { state: 'failed'; code: FailureCode; message: string };
 
-/**
- * The update that records an operation's outcome and gives its lease back, only while `a.lease` is
- * still the operation's: a builder, for `finishOperation` and for a handler whose outcome is recorded in one
- * statement with the changes it makes (`OperationHandler.finishAlone`).
- */
-export function outcomeUpdate(qc: QueryCreator<OperationTables>, a: OutcomeValues) {
-  return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease);
-}
-
-/** Every operation ends through one of these two statements (or a handler's own, built on `outcomeUpdate`): compiled once. */
-const recordOutcome = precompile((db: Db<OperationTables>, a: OutcomeValues) => outcomeUpdate(db, a));
+/** Every operation ends through one of these two statements, only while `a.lease` is still its own: compiled once. */
+const recordOutcome = precompile((db: Db<OperationTables>, a: OutcomeValues) =>
+  db.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease),
+);
 const recordOutcomeWithEvent = precompile((db: Db<OperationTables>, a: OutcomeValues & EventValues) =>
   db
     .with('event', (qc) => boundEventInsert(qc, a))
@@ -193,25 +186,6 @@ const recordOutcomeWithEvent = precompile((db: Db<OperationTables>, a: OutcomeVa
     .where('lease_owner', '=', a.lease)
     .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
 );
-
-/** SQLSTATE of `operation_outcome_whole` (migration 0037): a one-statement outcome that would have been partial. */
-const NOT_WHOLE = 'TN001';
-
-/**
- * True when the statement's outcome was recorded whole; otherwise the statement fails with
- * `NOT_WHOLE` and nothing it wrote stays. For a statement that writes an outcome with the changes it
- * announces and must not commit some without the others (the lease was lost, a row it settles was no
- * longer as expected): its own transaction, without a round trip to open one and one to close it.
- * A function: PostgreSQL may evaluate a constant expression at planning, but never a volatile call.
- */
-export function outcomeWhole(recorded: Expression<SqlBool>, operationId: string) {
-  return sql<boolean>`operation_outcome_whole(${recorded}, ${operationId})`;
-}
-
-/** The statement failed in `outcomeWhole`'s guard: it wrote nothing. */
-export function isOutcomeNotWhole(error: unknown): boolean {
-  return (error as { code?: unknown } | null)?.code === NOT_WHOLE;
-}
 
 /**
  * Records an operation's outcome (its lease given back), and the event announcing it when there is

@@ -11,8 +11,6 @@ import {
   type DueOperation,
   finishOperation,
   hasLeasedDueOperations,
-  isOutcomeNotWhole,
-  outcomeValues,
   releaseAllLeases,
   releaseLeases,
   renewLeases,
@@ -69,8 +67,7 @@ export interface OperationEngineDeps<Tables extends OperationTables = OperationT
  * claims due operations with a lease (one statement for up to a batch; processes sharing a database
  * never work on one operation at once) into a queue its workers take from: each worker looks at one
  * operation with no transaction open, commits its outcome in one short transaction guarded by the
- * lease (or, for a handler with `finishAlone`, in one guarded statement in the common case), and takes
- * the next. The loop claims again whenever a worker is free, so a slow look holds one worker, never
+ * lease, and takes the next. The loop claims again whenever a worker is free, so a slow look holds one worker, never
  * the others. A look repeated after a crash or a lost lease is harmless: every
  * platform call is idempotent, and an outcome commits only under its lease, which is its claim's own
  *. A partner's read never does this work; it only wakes the engine.
@@ -335,7 +332,7 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
 
   async #finish(op: DueOperation, handler: OperationHandler<unknown, Tables>, outcome: FinalOutcome, ctx: PlatformContext): Promise<void> {
     const { logger } = this.#deps;
-    const recorded = (await this.#finishAlone(op, handler, outcome, ctx)) ?? (await this.#finishLocked(op, handler, outcome, ctx));
+    const recorded = await this.#finishLocked(op, handler, outcome, ctx);
     if (!recorded) return;
     handler.committed?.(op, recorded);
     logger.info(
@@ -349,19 +346,6 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
       },
       'operation finished',
     );
-  }
-
-  /** The handler's one statement, if it has one and the case is its common one: the outcome it recorded, or undefined. */
-  async #finishAlone(op: DueOperation, handler: OperationHandler<unknown, Tables>, outcome: FinalOutcome, ctx: PlatformContext) {
-    if (!handler.finishAlone) return undefined;
-    const recording = outcomeValues(op, outcome, ctx.now);
-    const recorded = await handler.finishAlone(this.#deps.db, op, outcome, ctx, recording).catch((error: unknown) => {
-      // Its guard refused a partial outcome (the lease lost, a row changed since the look): nothing was
-      // written, and the transaction below finds out which.
-      if (isOutcomeNotWhole(error)) return false;
-      throw error;
-    });
-    return recorded ? outcome : undefined;
   }
 
   /** `lock` and `finish` in one short transaction, the outcome written under the lease: the recorded outcome, or undefined when the lease was lost. */

@@ -3,7 +3,6 @@ import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type FailureCode, failureMessage } from '../platform/failures.ts';
 import type { PlatformContext, Progress } from '../platform/platform.ts';
-import type { OutcomeValues } from './claims.ts';
 import type { OperationRow } from './store.ts';
 import type { OperationTables } from './tables.ts';
 
@@ -37,17 +36,6 @@ export interface OperationHandler<Locked = unknown, Tables = OperationTables> {
   finish(trx: Db<Tables>, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, locked: Locked): Promise<Finished>;
   /** After the outcome committed (caches that must not see the state before it). */
   committed?(op: OperationRow, outcome: FinalOutcome): void;
-  /**
-   * Optional, for an operation that runs in bulk (a partner's burst of creations): records the outcome, the
-   * changes `finish` would make and its event in one statement with no transaction around it (its own,
-   * one round trip instead of four), for the common case only. Answers true when it
-   * recorded the outcome as given; false when the case is not the common one and it wrote nothing (the
-   * engine then runs `lock` and `finish` in a transaction, which decide). The statement writes the
-   * outcome with `outcomeUpdate(recording)` (only while the look's claim holds the lease) and guards
-   * the whole with `outcomeWhole`, so that a lost lease, or a row no longer as expected, writes nothing
-   * either.
-   */
-  finishAlone?(db: Db<Tables>, op: OperationRow, outcome: FinalOutcome, ctx: PlatformContext, recording: OutcomeValues): Promise<boolean>;
 }
 
 /**

@@ -61,4 +61,10 @@ export const operationMigrations: Record<string, Migration> = {
         $$`.execute(db);
     },
   },
+  '0044_operations_outcome_whole_dropped': {
+    async up(db: Kysely<unknown>) {
+      // Every outcome is recorded in the finishing transaction, which rolls back whole; nothing calls the guard.
+      await sql`drop function if exists operation_outcome_whole(boolean, text)`.execute(db);
+    },
+  },
 };
