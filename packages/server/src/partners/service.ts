@@ -1,6 +1,5 @@
 import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
-import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
@@ -10,6 +9,7 @@ import type { PartnerCache } from './partner-cache.ts';
 import type { ManagedPartner } from './partner-resource.ts';
 import { assertPrefixFree, defaultCustomerPrefix, freePrefix, lockCustomerPrefixes } from './prefixes.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
+import { SCOPES } from './scopes.ts';
 import {
   advanceTestClock,
   findPartner,
