@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { PartnerRoute } from '../src/app/partner-app.ts';
 import { PARTNER_API_PREFIX } from '../src/app/partner-app.ts';
-import type { Scope } from '../src/auth/scopes.ts';
+import type { Scope } from '../src/partners/scopes.ts';
 import { assertError, createPartner, exchange, issueKey, partnerApi, partnerWithToken } from './client.ts';
 import type { TestServer } from './harness.ts';
 

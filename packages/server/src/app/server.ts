@@ -10,7 +10,7 @@ import { type Clock, systemClock } from '../infra/clock.ts';
 import { prepareDataDir, writePrivateFile } from '../infra/data-dir.ts';
 import { startUpkeep } from '../infra/db/upkeep.ts';
 import type { DeferredSchemas, WarmUp } from '../infra/http/deferred-schemas.ts';
-import { deleteExpiredKeys } from '../infra/idempotency/store.ts';
+import { forgetExpiredAnswers } from '../infra/idempotency/answer.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { createDataDirKey, loadSecretKeys } from '../infra/secrets/secret-key.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
@@ -225,7 +225,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const maintenance = setInterval(() => {
       const now = clock.now();
-      deleteExpiredKeys(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
+      forgetExpiredAnswers(database.db, now).catch((err: unknown) => logger.warn({ err }, 'idempotency cleanup failed'));
       services.operations.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'operation cleanup failed'));
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
       services.vms.deleteOrphanRecords().catch((err: unknown) => logger.warn({ err }, 'console VM records cleanup failed'));

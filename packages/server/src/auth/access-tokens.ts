@@ -1,7 +1,7 @@
 import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { decodeCanonicalBase64url } from '../infra/encoding.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import { isScope, type Scope } from './scopes.ts';
+import { isScope, type Scope } from '../partners/scopes.ts';
 
 /**
  * Access tokens are self-contained and signed with a key every process of the

@@ -10,7 +10,7 @@ import fp from 'fastify-plugin';
 import { notFound, validationError } from '../infra/errors/catalogue.ts';
 import { appendRouteHook } from '../infra/http/route-hooks.ts';
 import type { RateDecision } from '../infra/rate-limit/gcra.ts';
-import type { Scope } from './scopes.ts';
+import type { Scope } from '../partners/scopes.ts';
 import { type AuthService, type Principal, partnerSuspended, rateLimited, requireScope } from './service.ts';
 
 declare module 'fastify' {

@@ -4,7 +4,7 @@ import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperatorActor } from '../infra/http/operator-auth.ts';
-import { findPartner } from '../partners/store.ts';
+import { requirePartner } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { generateKey } from './api-key-format.ts';
 import { normaliseCidrs } from './cidr.ts';
@@ -70,7 +70,7 @@ export class KeyService {
       last_used_at: null,
     };
     await this.#db.transaction().execute(async (trx) => {
-      if (!(await findPartner(trx, partnerId))) throw notFound(`Partner ${partnerId}`);
+      await requirePartner(trx, partnerId);
       await insertKey(trx, row);
       await writeAudit(trx, {
         ...who,
@@ -96,7 +96,7 @@ export class KeyService {
   async list(partnerId: string): Promise<ApiKey[]> {
     // This process's uses not yet written are written first: the list shows them.
     await this.#usage.flush();
-    if (!(await findPartner(this.#db, partnerId))) throw notFound(`Partner ${partnerId}`);
+    await requirePartner(this.#db, partnerId);
     const nowMs = this.#clock.nowMs();
     return (await listKeys(this.#db, partnerId)).map((row) => toApiKey(row, nowMs));
   }

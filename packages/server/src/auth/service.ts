@@ -4,6 +4,8 @@ import { ApiError } from '../infra/errors/catalogue.ts';
 import type { BucketPolicy, RateDecision } from '../infra/rate-limit/gcra.ts';
 import type { RateLimiter, ReservedRow } from '../infra/rate-limit/rate-limiter.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
+import type { Scope } from '../partners/scopes.ts';
+import { isScope } from '../partners/scopes.ts';
 import type { PartnerRow } from '../partners/tables.ts';
 import { type AccessTokenCodec, TOKEN_LIFETIME_S, type VerifiedClaims } from './access-tokens.ts';
 import { DECOY_HASH, DECOY_KID, hashesMatch, hashSecret, parseKey } from './api-key-format.ts';
@@ -12,8 +14,6 @@ import type { KeyCache, KeyFacts } from './key-cache.ts';
 import type { KeyUsage } from './key-usage.ts';
 import { findKeyCharging, findKeyWithPartner, type KeyWithPartner } from './keys-store.ts';
 import type { TokenResponse, Whoami } from './schemas.ts';
-import type { Scope } from './scopes.ts';
-import { isScope } from './scopes.ts';
 import type { AuthTables } from './tables.ts';
 
 export { TOKEN_LIFETIME_S };

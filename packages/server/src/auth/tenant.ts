@@ -1,6 +1,6 @@
 import type { Clock } from '../infra/clock.ts';
 import { type KeyMode, modeNowMs } from '../infra/mode.ts';
-import type { PartnerRow } from '../partners/store.ts';
+import type { PartnerRow } from '../partners/tables.ts';
 import type { PlatformContext } from '../platform/platform.ts';
 import type { Principal } from './service.ts';
 

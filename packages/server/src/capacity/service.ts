@@ -3,11 +3,11 @@ import type { AuditTables } from '../audit/tables.ts';
 import type { Tenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
-import { notFound, validationError } from '../infra/errors/catalogue.ts';
+import { validationError } from '../infra/errors/catalogue.ts';
 import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
-import { findPartner } from '../partners/store.ts';
+import { requirePartner } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { toPlan } from './quotas.ts';
 import { amountIn, dimensionNames, normalize, type Resources, ZERO } from './resources.ts';
@@ -181,7 +181,7 @@ export class CapacityService {
   }
 
   async #requirePartner(partnerId: string): Promise<void> {
-    if (!(await findPartner(this.#db, partnerId))) throw notFound(`Partner ${partnerId}`);
+    await requirePartner(this.#db, partnerId);
   }
 
   async #assertProfiles(profiles: string[], field: string): Promise<void> {

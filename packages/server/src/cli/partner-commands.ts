@@ -1,5 +1,5 @@
 import { type Command, Option } from 'commander';
-import { SCOPES } from '../auth/scopes.ts';
+import { SCOPES } from '../partners/scopes.ts';
 import { CliError, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRecord, printRows } from './output.ts';
 import { fetchAll, wait } from './progress.ts';

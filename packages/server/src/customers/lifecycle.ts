@@ -1,8 +1,8 @@
 import type { NewEvent } from '../events/payloads.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
-import { expediteCustomerOperations, insertOperation, type OperationRow } from '../operations/store.ts';
-import type { OperationTables } from '../operations/tables.ts';
+import { expediteOperationsOf, queueOperation } from '../operations/service.ts';
+import type { OperationRow, OperationTables } from '../operations/tables.ts';
 import type { OrganizationRef } from '../platform/platform.ts';
 import { type CustomerRow, setCustomerStatus } from './store.ts';
 import type { CustomerTables } from './tables.ts';
@@ -57,13 +57,13 @@ export async function startTeardown(
   immediate: boolean,
   now: Date,
 ): Promise<{ customer: CustomerRow; operation: OperationRow }> {
-  await expediteCustomerOperations(trx, row.uid, now);
+  await expediteOperationsOf(trx, row.uid, now);
   const customer = await setCustomerStatus(trx, row, 'deleting', {
     deletion_immediate: immediate,
     scheduled_deletion_at: immediate ? null : row.scheduled_deletion_at,
     updated_at: now,
   });
-  const operation = await insertOperation(trx, {
+  const operation = await queueOperation(trx, {
     partnerId: row.partner_id,
     mode: row.mode,
     type: 'customer.delete',

@@ -2,7 +2,7 @@ import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
-import { recordEvent } from '../events/store.ts';
+import { recordEvent } from '../events/service.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -12,7 +12,7 @@ import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
-import { latestOperation } from '../operations/store.ts';
+import { latestOperationOf } from '../operations/service.ts';
 import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import type { PartnerTables } from '../partners/tables.ts';
@@ -22,6 +22,7 @@ import type { ProjectTables } from '../projects/tables.ts';
 import type { UserTables } from '../users/tables.ts';
 import { type CreatedCustomer, CustomerCreation } from './create.ts';
 import { describeStatus, organizationRef, requireActiveCustomer, resumedEvent, startTeardown, suspendedEvent } from './lifecycle.ts';
+import { requireCustomer, requireCustomerLocked } from './lookup-service.ts';
 import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, type DeleteCustomerResult, toCustomer } from './schemas.ts';
 import {
   type CustomerFilters,
@@ -106,10 +107,8 @@ export class CustomerService {
   }
 
   /** The customer of this partner and mode, or 404 (another partner's or mode's customer is not found either). */
-  async require(tenant: Tenant, id: string): Promise<CustomerRow> {
-    const row = await findCustomer(this.#deps.db, tenant, id);
-    if (!row) throw notFound(`Customer ${id}`);
-    return row;
+  require(tenant: Tenant, id: string): Promise<CustomerRow> {
+    return requireCustomer(this.#deps.db, tenant, id);
   }
 
   /** The customer of this partner and mode, or undefined. */
@@ -137,7 +136,7 @@ export class CustomerService {
     const now = tenant.now;
     const changes = suspension(now, reason ?? null);
     return db.transaction().execute(async (trx) => {
-      const row = await this.#lock(trx, tenant, id);
+      const row = await requireCustomerLocked(trx, tenant, id);
       if (row.status === 'suspended') return suspendResult(row, running);
       requireActiveCustomer(row, 'suspend it', this.retryAfterS);
       const updated = await setCustomerStatus(trx, row, 'suspended', changes);
@@ -164,7 +163,7 @@ export class CustomerService {
     const changes = resumption(now);
     const cancels = (row: CustomerRow) => row.status === 'deletion_scheduled';
     return db.transaction().execute(async (trx) => {
-      const row = await this.#lock(trx, tenant, id);
+      const row = await requireCustomerLocked(trx, tenant, id);
       if (row.status === 'active') return resumeResult(row, running, false);
       this.#requireResumable(row);
       const updated = await setCustomerStatus(trx, row, 'active', changes);
@@ -194,7 +193,7 @@ export class CustomerService {
     assertNoLiveWorkloads(before, workloads);
     const now = tenant.now;
     const result = await db.transaction().execute(async (trx) => {
-      const row = await this.#lock(trx, tenant, id);
+      const row = await requireCustomerLocked(trx, tenant, id);
       const again = await this.#deletionSettled(row, request.mode, trx);
       if (again) return again;
       // A deletion, even one cancelled later, ends console access for good, as a suspension does.
@@ -257,12 +256,6 @@ export class CustomerService {
     });
   }
 
-  async #lock(trx: CustomerServiceDb, tenant: Tenant, id: string): Promise<CustomerRow> {
-    const row = await lockCustomer(trx, tenant, id);
-    if (!row) throw notFound(`Customer ${id}`);
-    return row;
-  }
-
   #requireResumable(row: CustomerRow): void {
     if (row.held_at) {
       throw new ApiError('CONFLICT', `Customer ${row.id} is held by the operator and cannot be resumed.`, {
@@ -287,7 +280,7 @@ export class CustomerService {
     mode: 'scheduled' | 'immediate',
     db: CustomerServiceDb = this.#deps.db,
   ): Promise<DeleteCustomerResult | undefined> {
-    if (row.status === 'deleting') return deleteResult(row, (await latestOperation(db, row.uid, 'customer.delete'))?.id ?? null);
+    if (row.status === 'deleting') return deleteResult(row, (await latestOperationOf(db, row.uid, 'customer.delete'))?.id ?? null);
     if (row.status === 'deletion_scheduled' && mode === 'scheduled') return deleteResult(row, null);
     if (row.status === 'provisioning' && mode === 'scheduled') {
       throw new ApiError(

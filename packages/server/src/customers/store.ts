@@ -215,6 +215,11 @@ export function customerIdByOrganization(eb: ExpressionBuilder<CustomerTables, n
   return eb.selectFrom('customers').select('id').where('platform_scope', '=', scope).where('organization', '=', name);
 }
 
+/** The id of the customer whose organization (its platform name) is `name` on this platform scope. */
+export async function customerIdWithOrganization(db: Db<CustomerTables>, scope: string, name: string): Promise<string | undefined> {
+  return (await db.selectNoFrom((eb) => customerIdByOrganization(eb, scope, name).as('id')).executeTakeFirst())?.id ?? undefined;
+}
+
 /** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
 export async function quotaNotApplied(db: Db<CustomerTables>, now: Date, limit: number): Promise<CustomerRow[]> {
   return db

@@ -3,11 +3,19 @@ import type { Db } from '../infra/db/handle.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import { type EventBody, toEventBody } from './schemas.ts';
-import { EVENT_TYPES, onEventsRecorded } from './store.ts';
+import { EVENT_TYPES, type EventType, recordEvent as insertEvent, type NewEvent, onEventsRecorded } from './store.ts';
 import type { EventTables } from './tables.ts';
 
 /** CONTRACT §4, Events: event bodies are kept 30 days. */
 export const EVENT_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
+
+/**
+ * Records an event in the caller's transaction, the one that made the change it reports (the outbox):
+ * the change and its event commit together or not at all. Answers the event's id.
+ */
+export function recordEvent<T extends EventType>(trx: Db<EventTables>, event: NewEvent<T>): Promise<string> {
+  return insertEvent(trx, event);
+}
 
 /** `GET /events`: the polling twin of every webhook. */
 export class EventService {

@@ -1,9 +1,9 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import type { Scope } from '../auth/scopes.ts';
 import { EVENT_DATA, type EventName, eventBodySchema, eventSchemaName } from '../events/payloads.ts';
 import { ERROR_CATALOGUE, type ErrorCode } from '../infra/errors/catalogue.ts';
+import type { Scope } from '../partners/scopes.ts';
 
 /**
  * The partner API's OpenAPI 3.1 document, generated from the route schemas that validate requests and

@@ -1,26 +1,83 @@
 import type { Tenant } from '../auth/tenant.ts';
-import type { CustomerService } from '../customers/service.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { notFound } from '../infra/errors/catalogue.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { OperationEngine } from './engine.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { isOpen } from './status.ts';
 import {
+  assertOperationSlotFree,
+  countOpenOperations,
   deleteExpiredOperations,
+  expediteCustomerOperations,
   findCustomerOperation,
+  insertOperation,
   latestCustomerUidWithOperations,
+  latestOperation,
   listCustomerOperations,
   listStuckOperations,
+  type NewOperation,
+  nextDueAt,
   OPERATION_RETENTION_MS,
   type OperationRow,
 } from './store.ts';
-import type { OperationTables } from './tables.ts';
+import type { OperationTables, OperationType } from './tables.ts';
+
+/**
+ * Queues an operation in the caller's transaction, the one that makes the change it carries out: the
+ * change and its operation commit together. The caller wakes the engine once it has committed.
+ */
+export function queueOperation(trx: Db<OperationTables>, op: NewOperation): Promise<OperationRow> {
+  return insertOperation(trx, op);
+}
+
+/**
+ * TOO_MANY_OPERATIONS (partner-api.md, Behaviour 6) when the partner already has `max` provisioning
+ * operations open in this mode: asked with the partner's row locked by the caller's transaction, so
+ * concurrent requests cannot both take the last slot.
+ */
+export async function requireOperationSlot(
+  trx: Db<OperationTables>,
+  owner: { partnerId: string; mode: KeyMode },
+  max: number,
+  retryAfterS: number,
+): Promise<void> {
+  assertOperationSlotFree(await countOpenOperations(trx, owner.partnerId, owner.mode, max), max, retryAfterS);
+}
+
+/** The latest operation of a kind for a customer (and project): what a repeated delete answers. */
+export function latestOperationOf(
+  db: Db<OperationTables>,
+  customerUid: string,
+  type: OperationType,
+  project: string | null = null,
+): Promise<OperationRow | undefined> {
+  return latestOperation(db, customerUid, type, project);
+}
+
+/**
+ * The customer's open operations are looked at now, in the caller's transaction (the customer is
+ * being deleted: they end with CUSTOMER_DELETING).
+ */
+export function expediteOperationsOf(trx: Db<OperationTables>, customerUid: string, now: Date): Promise<void> {
+  return expediteCustomerOperations(trx, customerUid, now);
+}
+
+/** When the partner's next open operation of a mode falls due (the test clock walks through them in order). */
+export function nextOperationDueAt(db: Db<OperationTables>, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
+  return nextDueAt(db, partner);
+}
+
+/** What reading operations asks of the customers module: the partner's live customer of an id, if any. */
+interface Customers {
+  find(tenant: Tenant, id: string): Promise<{ uid: string } | undefined>;
+}
 
 export interface OperationServiceDeps {
   db: Db<OperationTables>;
   cursors: CursorCodec;
-  customers: CustomerService;
+  customers: Customers;
   engine: OperationEngine;
 }
 

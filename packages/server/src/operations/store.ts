@@ -14,7 +14,7 @@ export type { OperationRow } from './tables.ts';
 /** partner-api.md, Limits: operation records are kept 7 days. */
 export const OPERATION_RETENTION_MS = 7 * 24 * 3600 * 1000;
 
-type NewOperation = {
+export type NewOperation = {
   partnerId: string;
   mode: KeyMode;
   type: OperationType;
@@ -78,6 +78,12 @@ export function openOperationCount(eb: ExpressionBuilder<OperationTables, never>
         .as('open_operations'),
     )
     .select(sql<number>`count(*)::int`.as('open'));
+}
+
+/** `openOperationCount` on its own, for a change that asks it apart from its other checks. */
+export async function countOpenOperations(db: Db<OperationTables>, partnerId: string, mode: KeyMode, upTo: number): Promise<number> {
+  const { open } = await db.selectNoFrom((eb) => openOperationCount(eb, partnerId, mode, upTo).as('open')).executeTakeFirstOrThrow();
+  return Number(open ?? 0);
 }
 
 /**

@@ -1,5 +1,5 @@
-import { SCOPES, type Scope } from '../auth/scopes.ts';
 import { PARTNER_DEFAULTS } from './schemas.ts';
+import { SCOPES, type Scope } from './scopes.ts';
 
 /** What a Kube-DC `Partner` resource (kube-dc.com/v1) says about a partner, in Tenantry's terms. */
 export interface ManagedPartner {

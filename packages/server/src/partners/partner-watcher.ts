@@ -1,6 +1,5 @@
 import { CustomObjectsApi, type KubeConfig, PatchStrategy, setHeaderOptions, Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { CapacityService } from '../capacity/service.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import type { OperatorActor } from '../infra/http/operator-auth.ts';
 import type { Scheduler } from '../infra/scheduler.ts';
@@ -19,12 +18,25 @@ interface PartnerObject {
   status?: Record<string, unknown>;
 }
 
+/** What the watcher asks of the capacity module: a partner's plans, GPU profiles and capacity, read and set. */
+interface PartnerCapacitySettings {
+  partnerCapacity(partnerId: string): Promise<{
+    plans: string[];
+    gpu_profiles: string[];
+    pool: Record<string, unknown>;
+    per_customer_max: Record<string, unknown>;
+  }>;
+  setPartnerPlans(partnerId: string, plans: string[], who: OperatorActor): Promise<unknown>;
+  setGpuProfiles(partnerId: string, profiles: string[], who: OperatorActor): Promise<unknown>;
+  setCapacity(partnerId: string, capacity: ManagedPartner['capacity'], who: OperatorActor): Promise<unknown>;
+}
+
 export interface PartnerWatcherDeps {
   kubeConfig: KubeConfig;
   /** Only this namespace's Partners; undefined: every namespace. */
   namespace: string | undefined;
   partners: PartnerService;
-  capacity: Pick<CapacityService, 'partnerCapacity' | 'setCapacity' | 'setPartnerPlans' | 'setGpuProfiles'>;
+  capacity: PartnerCapacitySettings;
   scheduler: Scheduler;
   logger: Logger;
   /** A full re-list this often (drift repair, and the customer count in status). */

@@ -1,6 +1,6 @@
 import { type Static, Type } from 'typebox';
-import { SCOPES } from '../auth/scopes.ts';
 import { DNS_LABEL } from '../platform/names.ts';
+import { SCOPES } from './scopes.ts';
 
 const PARTNER_ID_PATTERN = '^[a-z][a-z0-9-]{1,30}[a-z0-9]$';
 

@@ -1,6 +1,5 @@
 import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
-import { SCOPES } from '../auth/scopes.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
@@ -10,7 +9,17 @@ import type { PartnerCache } from './partner-cache.ts';
 import type { ManagedPartner } from './partner-resource.ts';
 import { assertPrefixFree, defaultCustomerPrefix, freePrefix, lockCustomerPrefixes } from './prefixes.ts';
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
-import { findPartner, findPartnerForUpdate, insertPartner, listPartners, type PartnerRow, updatePartner } from './store.ts';
+import { SCOPES } from './scopes.ts';
+import {
+  advanceTestClock,
+  findPartner,
+  findPartnerForUpdate,
+  insertPartner,
+  listPartners,
+  type PartnerRow,
+  resetTestClock,
+  updatePartner,
+} from './store.ts';
 import type { PartnerTables } from './tables.ts';
 
 /** The partner service also writes the audit log. */
@@ -25,6 +34,40 @@ export interface PartnerServiceDeps {
   setupMs: number;
   /** Called in the transaction that suspends a partner. */
   onPartnerSuspended: (trx: PartnerServiceDb, partnerId: string) => Promise<void>;
+}
+
+/**
+ * The partner a change of another module is made for, or 404: the operator's key and capacity
+ * commands, in the caller's transaction or on its handle.
+ */
+export async function requirePartner(db: Db<PartnerTables>, id: string): Promise<PartnerRow> {
+  const row = await findPartner(db, id);
+  if (!row) throw notFound(`Partner ${id}`);
+  return row;
+}
+
+/**
+ * The partner's row, locked in the caller's transaction: a change counted against the partner's limits
+ * (projects, open operations) holds it so that concurrent changes cannot both take the last place.
+ * Lock order everywhere: partner, then customer, then project.
+ */
+export function lockPartner(trx: Db<PartnerTables>, id: string): Promise<PartnerRow | undefined> {
+  return findPartnerForUpdate(trx, id);
+}
+
+/** How far ahead of real time the partner's test clock runs (test mode moves it). */
+export async function testClockOffsetMs(db: Db<PartnerTables>, partnerId: string): Promise<number> {
+  return Number((await findPartner(db, partnerId))?.test_clock_offset_ms ?? 0);
+}
+
+/** Moves the partner's test clock forward by `ms`, never past `maxMs` ahead of real time; answers the new offset. */
+export function advancePartnerTestClock(db: Db<PartnerTables>, partnerId: string, ms: number, maxMs: number): Promise<number> {
+  return advanceTestClock(db, partnerId, ms, maxMs);
+}
+
+/** Puts the partner's test clock back on real time. */
+export function resetPartnerTestClock(db: Db<PartnerTables>, partnerId: string): Promise<void> {
+  return resetTestClock(db, partnerId);
 }
 
 function partnerStatus(row: PartnerRow, nowMs: number): Partner['status'] {
@@ -139,8 +182,7 @@ export class PartnerService {
   }
 
   async get(id: string): Promise<Partner> {
-    const row = await findPartner(this.#deps.db, id);
-    if (!row) throw notFound(`Partner ${id}`);
+    const row = await requirePartner(this.#deps.db, id);
     return toPartner(row, this.#deps.clock.nowMs());
   }
 
@@ -182,8 +224,7 @@ export class PartnerService {
 
   /** For the operator routes of other modules (capacity, plans, GPU profiles): 409 on a managed partner. */
   async assertUnmanaged(id: string, fields: string[]): Promise<void> {
-    const row = await findPartner(this.#deps.db, id);
-    if (!row) throw notFound(`Partner ${id}`);
+    const row = await requirePartner(this.#deps.db, id);
     refuseManaged(row, fields);
   }
 

@@ -1,7 +1,7 @@
 import type { Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
+import { customerNamedOnPlatform, requireCustomerLocked } from '../customers/lookup-service.ts';
 import type { CustomerService } from '../customers/service.ts';
-import { customerIdByOrganization, lockCustomer } from '../customers/store.ts';
 import type { CustomerTables } from '../customers/tables.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -11,9 +11,9 @@ import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { type Operation, toOperation } from '../operations/schemas.ts';
-import { assertOperationSlotFree, insertOperation, latestOperation, openOperationCount } from '../operations/store.ts';
+import { latestOperationOf, queueOperation, requireOperationSlot } from '../operations/service.ts';
 import type { OperationTables } from '../operations/tables.ts';
-import { findPartnerForUpdate } from '../partners/store.ts';
+import { lockPartner } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
 import { type Project, toProject } from './schemas.ts';
@@ -70,19 +70,13 @@ export class ProjectService {
     try {
       const result = await db.transaction().execute(async (trx) => {
         // Lock order everywhere: partner, then customer, then project.
-        const partner = await findPartnerForUpdate(trx, tenant.partnerId);
+        const partner = await lockPartner(trx, tenant.partnerId);
         if (!partner) throw notFound('The partner');
-        const customer = await lockCustomer(trx, tenant, customerId);
-        if (!customer) throw notFound(`Customer ${customerId}`);
+        const customer = await requireCustomerLocked(trx, tenant, customerId);
         requireActiveCustomer(customer, 'create projects', customers.retryAfterS);
-        // The customer's projects, the operation slot and the platform name, in one statement.
+        // The customer's projects, and this name among them, in one statement.
         const taken = await trx
-          .selectNoFrom((eb) => [
-            projectCount(eb, customer.uid).as('projects'),
-            projectNamed(eb, customer.uid, name).as('same_name'),
-            openOperationCount(eb, tenant.partnerId, tenant.mode, partner.max_open_operations).as('open_operations'),
-            customerIdByOrganization(eb, tenant.scope, namespace).as('customer_named_like_namespace'),
-          ])
+          .selectNoFrom((eb) => [projectCount(eb, customer.uid).as('projects'), projectNamed(eb, customer.uid, name).as('same_name')])
           .executeTakeFirstOrThrow();
         const current = Number(taken.projects ?? 0);
         if (current >= partner.max_projects_per_customer) {
@@ -92,11 +86,11 @@ export class ProjectService {
             { details: { limit: 'max_projects_per_customer', max: partner.max_projects_per_customer, current } },
           );
         }
-        assertOperationSlotFree(Number(taken.open_operations ?? 0), partner.max_open_operations, customers.retryAfterS);
+        await requireOperationSlot(trx, tenant, partner.max_open_operations, customers.retryAfterS);
         if (taken.same_name !== null) throw alreadyExists(customerId, name);
         // Namespaces and organizations are one name space on the platform (see CustomerService.create).
-        const owner = taken.customer_named_like_namespace;
-        if (owner !== null) {
+        const owner = await customerNamedOnPlatform(trx, tenant.scope, namespace);
+        if (owner !== undefined) {
           throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already the platform name of customer ${owner}.`, {
             details: { field: 'name', namespace },
           });
@@ -116,7 +110,7 @@ export class ProjectService {
           updated_at: now,
         };
         await insertProject(trx, row);
-        const operation = await insertOperation(trx, {
+        const operation = await queueOperation(trx, {
           partnerId: tenant.partnerId,
           mode: tenant.mode,
           type: 'project.create',
@@ -166,8 +160,7 @@ export class ProjectService {
     const { db, onOperationOpened } = this.#deps;
     const now = tenant.now;
     const result = await db.transaction().execute(async (trx) => {
-      const customer = await lockCustomer(trx, tenant, customerId);
-      if (!customer) throw notFound(`Customer ${customerId}`);
+      const customer = await requireCustomerLocked(trx, tenant, customerId);
       if (customer.status === 'deleting') {
         throw new ApiError('CONFLICT', `Customer ${customerId} is being deleted; its projects go with it.`, {
           details: { customer_id: customerId, status: customer.status },
@@ -182,11 +175,11 @@ export class ProjectService {
         });
       }
       if (project.state === 'deleting') {
-        const open = await latestOperation(trx, customer.uid, 'project.delete', name);
+        const open = await latestOperationOf(trx, customer.uid, 'project.delete', name);
         if (open) return { project: toProject(project), operation: toOperation(open) };
       }
       const updated = await setProjectState(trx, project, 'deleting', now);
-      const operation = await insertOperation(trx, {
+      const operation = await queueOperation(trx, {
         partnerId: tenant.partnerId,
         mode: tenant.mode,
         type: 'project.delete',

@@ -1,5 +1,5 @@
-import { type CustomerRow, findCustomerByUid, lockCustomerByUid, markQuotaToReapply } from '../customers/store.ts';
-import type { CustomerTables } from '../customers/tables.ts';
+import { customerByUid, lockCustomerOfUid, reapplyCustomerQuota } from '../customers/lookup-service.ts';
+import type { CustomerRow, CustomerTables } from '../customers/tables.ts';
 import { newEvent } from '../events/payloads.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -103,13 +103,13 @@ interface Locked {
 export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>, deps: { db: ProjectStepsDb; platform: Platform }): void {
   const { db, platform } = deps;
   const lock = async (trx: ProjectStepsDb, op: OperationRow): Promise<Locked> => {
-    const customer = await lockCustomerByUid(trx, op.customer_uid);
+    const customer = await lockCustomerOfUid(trx, op.customer_uid);
     return { customer, project: await lockProject(trx, op.customer_uid, op.project ?? '') };
   };
 
   engine.register<Locked>('project.create', {
     async advance(op, ctx) {
-      const customer = await findCustomerByUid(db, op.customer_uid);
+      const customer = await customerByUid(db, op.customer_uid);
       if (!customer) return fail('CUSTOMER_DELETED');
       if (customer.status === 'deleting') return fail('CUSTOMER_DELETING');
       const project = await findProject(db, customer.uid, op.project ?? '');
@@ -123,7 +123,8 @@ export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>
       if (final.state === 'done' && customer?.status === 'deleting') final = fail('CUSTOMER_DELETING');
       const view = await settleProject(trx, project, final.state === 'done', ctx.now);
       // A project cap reaches a project only once it exists on the platform: the quota is applied again.
-      if (final.state === 'done' && customer && project && customer.project_caps[project.name]) await markQuotaToReapply(trx, customer.uid);
+      if (final.state === 'done' && customer && project && customer.project_caps[project.name])
+        await reapplyCustomerQuota(trx, customer.uid);
       const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
@@ -143,7 +144,7 @@ export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>
 
   engine.register<Locked>('project.delete', {
     async advance(op, ctx) {
-      const customer = await findCustomerByUid(db, op.customer_uid);
+      const customer = await customerByUid(db, op.customer_uid);
       const project = customer ? await findProject(db, customer.uid, op.project ?? '') : undefined;
       // Gone with its customer, whose teardown removed it.
       if (!customer || !project) return { state: 'done' };

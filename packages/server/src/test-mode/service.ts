@@ -1,20 +1,20 @@
 import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
+import { nextDeletionDueAt } from '../customers/lookup-service.ts';
 import type { CustomerService } from '../customers/service.ts';
-import { nextScheduledDeletion } from '../customers/store.ts';
 import type { CustomerTables } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { type FieldProblem, notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperationEngine } from '../operations/engine.ts';
-import { nextDueAt } from '../operations/store.ts';
+import { nextOperationDueAt } from '../operations/service.ts';
 import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import { advanceTestClock, findPartner, resetTestClock } from '../partners/store.ts';
+import { advancePartnerTestClock, resetPartnerTestClock, testClockOffsetMs } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import type { SandboxPlatform } from '../platform/sandbox/sandbox-platform.ts';
 import { toUser, type User } from '../users/schemas.ts';
-import { setUserRequiredActions } from '../users/store.ts';
+import { setRequiredActionsOf } from '../users/service.ts';
 import type { UserTables } from '../users/tables.ts';
 import { TEST_CLOCK_MAX_OFFSET_SECONDS } from './mode-clock.ts';
 import type { FailureRequest, WorkloadsRequest } from './schemas.ts';
@@ -81,7 +81,7 @@ export class TestHelperService {
   async setRequiredActions(tenant: Tenant, customerId: string, username: string, actions: string[]): Promise<User> {
     const { db, sandbox, customers } = this.#deps;
     const customer = await customers.require(tenant, customerId);
-    const row = await setUserRequiredActions(db, customer.uid, username, actions);
+    const row = await setRequiredActionsOf(db, customer.uid, username, actions);
     if (!row) throw notFound(`User ${username} of customer ${customerId}`);
     // The identity provider's side, after the record (no transaction is open across a platform call).
     await sandbox.setRequiredActions(platformContext(tenant), { ...organizationRef(customer), username }, actions);
@@ -97,7 +97,7 @@ export class TestHelperService {
   async advanceClock(tenant: Tenant, seconds: number): Promise<{ now: string; offset_seconds: number }> {
     const { db, clock, engine, partnerCache } = this.#deps;
     const partner = { id: tenant.partnerId, mode: 'test' as const };
-    let offset = Number((await findPartner(db, tenant.partnerId))?.test_clock_offset_ms ?? 0);
+    let offset = await testClockOffsetMs(db, tenant.partnerId);
     const maxOffsetMs = TEST_CLOCK_MAX_OFFSET_SECONDS * 1000;
     const maxSeconds = Math.max(0, Math.floor((maxOffsetMs - offset) / 1000));
     if (seconds > maxSeconds) {
@@ -117,12 +117,14 @@ export class TestHelperService {
     const modeNow = () => new Date(clock.nowMs() + offset);
     const moveTo = async (next: number) => {
       if (next <= offset) return;
-      offset = await advanceTestClock(db, tenant.partnerId, next - offset, maxOffsetMs);
+      offset = await advancePartnerTestClock(db, tenant.partnerId, next - offset, maxOffsetMs);
       partnerCache.invalidate(tenant.partnerId);
     };
     for (let i = 0; i < 10_000; i++) {
       await engine.drain(partner, modeNow);
-      const due = [await nextDueAt(db, partner), await nextScheduledDeletion(db, partner)].filter((at): at is Date => at !== undefined);
+      const due = [await nextOperationDueAt(db, partner), await nextDeletionDueAt(db, partner)].filter(
+        (at): at is Date => at !== undefined,
+      );
       const next = Math.min(...due.map((at) => at.getTime()));
       if (due.length === 0 || next > clock.nowMs() + target) break;
       // Still due now: a look another pass took meanwhile; drain again before the clock moves on.
@@ -141,7 +143,7 @@ export class TestHelperService {
    */
   async resetClock(tenant: Tenant): Promise<{ now: string; offset_seconds: number }> {
     const { db, clock, partnerCache } = this.#deps;
-    await resetTestClock(db, tenant.partnerId);
+    await resetPartnerTestClock(db, tenant.partnerId);
     partnerCache.invalidate(tenant.partnerId);
     return { now: clock.now().toISOString(), offset_seconds: 0 };
   }

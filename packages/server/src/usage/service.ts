@@ -1,9 +1,9 @@
 import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
-import { findCustomer, type UsageSubjectRow, usageSubjects } from '../customers/store.ts';
+import { requireCustomer, type UsageSubjectRow, usageSubjectsOf } from '../customers/lookup-service.ts';
 import type { CustomerTables } from '../customers/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
-import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
+import { ApiError, validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
 import type { Platform, UsageTotals } from '../platform/platform.ts';
 import type { UsageRecord } from './schemas.ts';
@@ -46,7 +46,7 @@ export class UsageService {
       const [id, createdAt] = cursors.decode(query.cursor, 'usage', filters);
       after = { id: String(id), createdAt: new Date(String(createdAt)) };
     }
-    const rows = await usageSubjects(this.#db, tenant, window, after, query.limit + 1);
+    const rows = await usageSubjectsOf(this.#db, tenant, window, after, query.limit + 1);
     const totals = await this.#measure(tenant, rows.slice(0, query.limit), window);
     return toPage(
       rows,
@@ -58,8 +58,7 @@ export class UsageService {
 
   async forCustomer(tenant: Tenant, id: string, query: { from?: string | undefined; to?: string | undefined }): Promise<UsageRecord> {
     const window = usageWindow(tenant, query);
-    const row = await findCustomer(this.#db, tenant, id);
-    if (!row) throw notFound(`Customer ${id}`);
+    const row = await requireCustomer(this.#db, tenant, id);
     const subject = { id: row.id, organization: row.organization, created_at: row.created_at, deleted_at: null };
     const totals = await this.#measure(tenant, [subject], window);
     return toRecord(subject, window, totals.get(subjectKey(subject)));

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { requestTenant } from '../auth/tenant.ts';
-import type { ConsoleService } from '../console/service.ts';
+import { requestTenant, type Tenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
 import { listOf, ok, success } from '../infra/http/envelope.ts';
 import { PageQuery } from '../infra/pagination/cursor.ts';
@@ -11,7 +10,8 @@ import type { UserService } from './service.ts';
 
 /** What these routes use of the services the composition root wires. */
 interface RouteServices {
-  console: ConsoleService;
+  /** The console module mints a user's login link (it depends on users, so users names only what it calls). */
+  console: { mintLogin(tenant: Tenant, customerId: string, username: string): Promise<{ url: string; expires_at: string }> };
   options: { clock: Clock };
   users: UserService;
 }

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
+import { requireCustomerLocked } from '../customers/lookup-service.ts';
 import type { CustomerService } from '../customers/service.ts';
-import { type CustomerRow, findCustomerByUid, lockCustomer } from '../customers/store.ts';
-import type { CustomerTables } from '../customers/tables.ts';
+import type { CustomerRow, CustomerTables } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -23,6 +23,7 @@ import {
   listUsers,
   removeUserByUid,
   setUserPlatformState,
+  setUserRequiredActions,
   type UserForPlatform,
   type UserRow,
   usersToReconcile,
@@ -45,6 +46,19 @@ export interface UserServiceDeps {
 
 /** A user left pending or removing this long by a request (a crash, an outage) is finished by the reconciler. */
 const RECONCILE_AFTER_MS = 60_000;
+
+/**
+ * Records the actions the identity provider asks of a user before the next sign-in (test mode sets
+ * them, as the identity provider's administrators would); undefined when the customer has no such user.
+ */
+export function setRequiredActionsOf(
+  db: Db<UserTables>,
+  customerUid: string,
+  username: string,
+  actions: string[],
+): Promise<UserRow | undefined> {
+  return setUserRequiredActions(db, customerUid, username, actions);
+}
 
 /** A user as the platform names it. */
 export function userRef(customer: Pick<CustomerRow, 'id' | 'organization'>, username: string): UserRef {
@@ -88,8 +102,7 @@ export class UserService {
     let customer: CustomerRow;
     try {
       ({ row, customer } = await db.transaction().execute(async (trx) => {
-        const locked = await lockCustomer(trx, tenant, customerId);
-        if (!locked) throw notFound(`Customer ${customerId}`);
+        const locked = await requireCustomerLocked(trx, tenant, customerId);
         requireActiveCustomer(locked, 'add users', this.#deps.customers.retryAfterS);
         if (await findUser(trx, locked.uid, request.username)) throw usernameTaken(customerId, request.username);
         const user: UserRow = {
@@ -170,8 +183,7 @@ export class UserService {
   async delete(tenant: Tenant, customerId: string, username: string): Promise<{ username: string; deleted: true }> {
     const { db, clock, platform } = this.#deps;
     const { customer, user } = await db.transaction().execute(async (trx) => {
-      const locked = await lockCustomer(trx, tenant, customerId);
-      if (!locked) throw notFound(`Customer ${customerId}`);
+      const locked = await requireCustomerLocked(trx, tenant, customerId);
       const found = await findUser(trx, locked.uid, username);
       if (!found) throw notFound(`User ${username} of customer ${customerId}`);
       if (found.is_owner) {
@@ -213,7 +225,7 @@ export class UserService {
     const rows = await usersToReconcile(db, new Date(clock.nowMs() - RECONCILE_AFTER_MS), 50);
     let settled = 0;
     for (const row of rows) {
-      const customer = await findCustomerByUid(db, row.customer_uid);
+      const customer = await this.#deps.customers.byUid(row.customer_uid);
       if (!customer) {
         await removeUserByUid(db, row.uid);
         continue;

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Db } from '../db/handle.ts';
 import { afterCommit, inTransaction } from '../db/transactions.ts';
-import { type CompletedKey, completeKey, completeKeys, type IdempotencyScope } from './store.ts';
+import { type CompletedKey, completeKey, completeKeys, deleteExpiredKeys, type IdempotencyScope } from './store.ts';
 import type { IdempotencyTables } from './tables.ts';
 
 /**
@@ -73,4 +73,12 @@ export async function answerWith<T>(trx: Db<IdempotencyTables>, data: T): Promis
     answer.committed = sent;
   });
   return data;
+}
+
+/**
+ * Forgets the keys and answers past their 24 hours (partner-api.md): a retry after that runs again.
+ * The server's maintenance calls it; answers how many it forgot.
+ */
+export function forgetExpiredAnswers(db: Db<IdempotencyTables>, now: Date): Promise<number> {
+  return deleteExpiredKeys(db, now);
 }

@@ -1,12 +1,12 @@
 import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { CONSOLE_COOKIE } from '../console/service.ts';
-import type { ConsoleSessionCache } from '../console/session-cache.ts';
+import type { OsImageCatalogue } from '../images/catalogue.ts';
+import type { OsImage } from '../images/fields.ts';
+import { OsImageSchema, OsImagesParams } from '../images/schemas.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
-import type { OsImageCatalogue } from './catalogue.ts';
-import type { OsImage } from './fields.ts';
-import { OsImageSchema, OsImagesParams } from './schemas.ts';
+import { CONSOLE_COOKIE } from './service.ts';
+import type { ConsoleSessionCache } from './session-cache.ts';
 
 /** What these routes use of the services the composition root wires. */
 interface RouteServices {
