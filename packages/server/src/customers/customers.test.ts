@@ -85,11 +85,22 @@ for (const target of testDatabases()) {
       const books = await server.database.db
         .selectFrom('customers')
         .innerJoin('users', (join) => join.onRef('users.customer_uid', '=', 'customers.uid').on('users.is_owner', '=', true))
-        .select(['customers.quota_revision', 'customers.quota_applied_revision', 'users.platform_state'])
+        .innerJoin('customer_quotas', 'customer_quotas.customer_uid', 'customers.uid')
+        .select(['customer_quotas.quota_revision', 'customer_quotas.quota_applied_revision', 'users.platform_state'])
         .where('customers.id', '=', 'globex')
         .where('customers.partner_id', '=', 'acme')
         .executeTakeFirstOrThrow();
       assert.deepEqual(books, { quota_revision: 1, quota_applied_revision: 1, platform_state: 'ready' });
+      const applied = await server.services.sandbox.appliedQuota(
+        { partnerId: 'acme', mode: 'live', now: server.clock.now() },
+        { customerId: 'globex', organization: 'acme-globex' },
+      );
+      const standard = { vcpu: 2, memory_gib: 8, storage_gib: 50, gpus: {} };
+      assert.deepEqual(
+        { planId: applied.planId, quota: applied.quota },
+        { planId: 'standard', quota: standard },
+        "the plan's quota is on the platform",
+      );
     });
 
     test('bad input answers 400 VALIDATION_ERROR naming each field, and writes nothing', async () => {
