@@ -3,7 +3,7 @@ import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import { type Resources, subtract, ZERO } from './resources.ts';
+import { type Resources, ZERO } from './resources.ts';
 import type { CapacityTables, CustomerQuotasTable, PlansTable } from './tables.ts';
 
 /**
@@ -152,12 +152,6 @@ export function allocationSave(qc: QueryCreator<CapacityTables>, partnerId: stri
     .set({ allocated: allocatedJson })
     .where('partner_id', '=', partnerId)
     .where('mode', '=', mode);
-}
-
-/** Returns a removed customer's quota to its pool (in the transaction that removes it). */
-export async function releaseQuota(trx: Db<CapacityTables>, partnerId: string, mode: KeyMode, quota: Resources): Promise<void> {
-  const allocated = await lockAllocation(trx, partnerId, mode);
-  await saveAllocation(trx, partnerId, mode, subtract(allocated, quota));
 }
 
 /** A customer's plan and quota, or undefined. */
