@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Database } from '../src/app/database.ts';
+import { customerPlanId } from '../src/capacity/customer-quotas.ts';
 import { customerWithProjectsQuery } from '../src/customers/store.ts';
 import { PGlitePool } from '../src/infra/db/pglite-pool.ts';
 import { newId } from '../src/infra/ids.ts';
@@ -13,8 +14,8 @@ import { newId } from '../src/infra/ids.ts';
  *   GET /bare-whoami     node:http writing what whoami must: its headers (a request id minted as the server
  *                        mints them, cache-control, the two rate-limit headers) and a body of its shape and
  *                        size serialised per request; no token, no rate limit, no log line
- *   GET /customers/{id}  node:http and one SELECT: the very statement `GET /customers/{id}` runs (customer
- *                        and its projects as JSON, compiled once by the same query builder), sent through the
+ *   GET /customers/{id}  node:http and one SELECT: the very statement `GET /customers/{id}` runs (customer,
+ *                        its plan and its projects as JSON, compiled once by the same query builder), sent through the
  *                        same driver (pg.Pool with the server's pool size, the statement prepared once per
  *                        connection as the server's are; or PGlite) to the same database,
  *                        answered as the same envelope. No authentication, no rate limit, no validation.
@@ -52,7 +53,7 @@ async function driver(): Promise<Driver> {
 
 // The statement, compiled once by the query builder the product uses (a Kysely that never connects).
 const compiler = new Kysely<Database>({ dialect: new PostgresDialect({ pool: {} as pg.Pool }) });
-const compiled = customerWithProjectsQuery(compiler, { partnerId, mode: 'live' }, '$ID').compile();
+const compiled = customerWithProjectsQuery(compiler, customerPlanId, { partnerId, mode: 'live' }, '$ID').compile();
 
 const db = await driver();
 const bare = Buffer.from(JSON.stringify({ status: 'success', data: { ok: true } }));

@@ -240,14 +240,20 @@ async function seedCustomers(env: Record<string, string>, count: number): Promis
   const handle = await openServerDatabase(env);
   try {
     await sql`
-      insert into customers (uid, platform_scope, partner_id, mode, id, external_id, display_name, status, plan_id,
+      insert into customers (uid, platform_scope, partner_id, mode, id, external_id, display_name, status,
                              organization, owner_username, owner_email, created_at, updated_at)
-      select 'cus_seed' || g, 'live', 'bench', 'live', 'seed-' || lpad(g::text, ${String(count).length}, '0'), 'crm-' || g, null, 'active', 'standard',
+      select 'cus_seed' || g, 'live', 'bench', 'live', 'seed-' || lpad(g::text, ${String(count).length}, '0'), 'crm-' || g, null, 'active',
              'bench-seed-' || g,
              'owner', 'owner@seed-' || g || '.example', now(), now()
       from generate_series(1, ${count}) as g`.execute(handle.db);
+    // Each with its plan (its quota left empty: the seeded customers take nothing from the pool).
+    await sql`
+      insert into customer_quotas (customer_uid, plan_id, quota, quota_revision, project_caps, quota_applied_revision)
+      select 'cus_seed' || g, 'standard', '{"vcpu":0,"memory_gib":0,"storage_gib":0,"gpus":{}}', 1, '{}', 1
+      from generate_series(1, ${count}) as g`.execute(handle.db);
     await sql`update partners set customer_count = customer_count + ${count} where id = 'bench'`.execute(handle.db);
     await sql`analyze customers`.execute(handle.db);
+    await sql`analyze customer_quotas`.execute(handle.db);
   } finally {
     await handle.close();
   }

@@ -4,13 +4,15 @@ import { KeyCache } from '../auth/key-cache.ts';
 import { KeyUsage } from '../auth/key-usage.ts';
 import { KeyService } from '../auth/keys-service.ts';
 import { AuthService } from '../auth/service.ts';
-import { QuotaService } from '../capacity/quotas.ts';
+import { type QuotaCustomer, QuotaService } from '../capacity/quotas.ts';
 import { CapacityService } from '../capacity/service.ts';
 import { ConsoleService } from '../console/service.ts';
 import { ConsoleSessionCache } from '../console/session-cache.ts';
 import { ConsoleVmService } from '../console/vms.ts';
+import { organizationRef } from '../customers/lifecycle.ts';
 import { CustomerService } from '../customers/service.ts';
 import { registerCustomerSteps } from '../customers/steps.ts';
+import type { CustomerRow } from '../customers/tables.ts';
 import { EventService } from '../events/service.ts';
 import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
 import { OsImageCatalogue } from '../images/catalogue.ts';
@@ -229,7 +231,22 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     }),
     webhookSender: sender,
     capacity: new CapacityService({ db, clock, cursors }),
-    quotas: new QuotaService({ db, platform, retryAfterS: customers.retryAfterS, changed: onOperationOpened }),
+    quotas: new QuotaService({
+      db,
+      platform,
+      customers: {
+        find: async (tenant, id) => quotaCustomer(await customers.find(tenant, id)),
+        lock: async (trx, tenant, id) => quotaCustomer(await customers.lock(wholeDatabase(trx), tenant, id)),
+        touch: (trx, uid, at) => customers.touch(wholeDatabase(trx), uid, at),
+      },
+      retryAfterS: customers.retryAfterS,
+      changed: onOperationOpened,
+    }),
     usage: new UsageService({ db, cursors, platform }),
   };
+}
+
+/** A customer as a quota change needs it (capacity knows customers only through this). */
+function quotaCustomer(row: CustomerRow | undefined): QuotaCustomer | undefined {
+  return row && { uid: row.uid, id: row.id, status: row.status, organization: organizationRef(row) };
 }

@@ -135,4 +135,34 @@ export const capacityMigrations: Record<string, Migration> = {
       await sql`drop function if exists resources_fit(jsonb, jsonb, jsonb)`.execute(db);
     },
   },
+  '0048_customer_quotas_create': {
+    async up(db: Kysely<unknown>) {
+      // A customer's plan and quota live in capacity's own table: capacity decides them (the quota and
+      // plan changes, a creation's plan, the sweep that applies them). The row goes before its customer.
+      await sql`
+        create table customer_quotas (
+          customer_uid text primary key references customers (uid),
+          plan_id text not null,
+          quota jsonb not null,
+          quota_revision integer not null,
+          project_caps jsonb not null,
+          quota_applied_revision integer,
+          quota_retry_revision integer,
+          quota_retry_at timestamptz,
+          quota_retry_count integer not null default 0,
+          quota_retry_problem text
+        )`.execute(db);
+      // A creation applies its customer's first revision itself: only a later one is the sweep's, so a
+      // customer still provisioning (or that failed) counts as applied.
+      await sql`
+        insert into customer_quotas
+        select uid, plan_id, quota, quota_revision, project_caps,
+               case when status in ('provisioning', 'failed') then quota_revision else quota_applied_revision end,
+               quota_retry_revision, quota_retry_at, quota_retry_count, quota_retry_problem
+          from customers`.execute(db);
+      await sql`
+        create index customer_quotas_pending_idx on customer_quotas (customer_uid)
+         where quota_applied_revision is distinct from quota_revision`.execute(db);
+    },
+  },
 };

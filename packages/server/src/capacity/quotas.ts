@@ -1,94 +1,70 @@
 import { platformContext, type Tenant } from '../auth/tenant.ts';
-import { organizationRef } from '../customers/lifecycle.ts';
-import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
-import type { CustomerTables } from '../customers/tables.ts';
 import { recordEvent } from '../events/store.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
-import type { Platform } from '../platform/platform.ts';
+import type { OrganizationRef, Platform } from '../platform/platform.ts';
 import { assertGpuReduction, assertGrantable, assertPerCustomer, assertPoolFits, assertProjectCaps } from './checks.ts';
-import { add, normalize, type PartialResources, type Resources, subtract, ZERO } from './resources.ts';
+import { assignablePlan } from './customer-quotas.ts';
+import { add, normalize, type PartialResources, type Resources, subtract } from './resources.ts';
 import type { Plan, PutQuotaRequest, Quota } from './schemas.ts';
 import {
   type CapacitySettings,
+  type CustomerQuotaRow,
   capacitySettings,
-  DEFAULT_PER_CUSTOMER_MAX,
-  DEFAULT_POOL,
-  findCapacityAndPlanQuota,
+  findCustomerQuota,
   findPlan,
   LockNotAvailable,
-  listGpuProfiles,
   lockAllocation,
+  lockCustomerQuota,
   type PlanRow,
   saveAllocation,
+  updateCustomerQuota,
 } from './store.ts';
 import type { CapacityTables } from './tables.ts';
 
-/** A quota change also locks and updates the customer and records its event, through their modules. */
-type QuotaDb = Db<CapacityTables & CustomerTables & EventTables & IdempotencyTables>;
+/** A quota change also records its event and the request's answer, through their modules. */
+type QuotaDb = Db<CapacityTables & EventTables & IdempotencyTables>;
+
+/** The customer whose quota changes, as the customers module answers it. */
+export interface QuotaCustomer {
+  uid: string;
+  id: string;
+  status: string;
+  organization: OrganizationRef;
+}
+
+/**
+ * The customers a quota change is about, from the customers module (the composition root wires it):
+ * capacity sits below customers and knows them only through this.
+ */
+export interface QuotaCustomers {
+  find(tenant: Tenant, id: string): Promise<QuotaCustomer | undefined>;
+  /** Reads the customer under its row lock in the caller's transaction. */
+  lock(trx: QuotaDb, tenant: Tenant, id: string): Promise<QuotaCustomer | undefined>;
+  /** Marks the customer changed at `at` (its plan is a part of it), in the caller's transaction. */
+  touch(trx: QuotaDb, uid: string, at: Date): Promise<void>;
+}
+
+/** A customer with its plan and quota. */
+interface Held {
+  customer: QuotaCustomer;
+  row: CustomerQuotaRow;
+}
 
 /** How long a quota or plan change waits for another capacity change of the partner before BUSY. */
 const CAPACITY_LOCK_WAIT_MS = 200;
 /** Retry-After of BUSY and GPU_USAGE_UNAVAILABLE. */
 const RETRY_AFTER_S = { busy: 1, gpuUsage: 5 } as const;
 
-export function toQuota(row: Pick<CustomerRow, 'id' | 'quota_revision' | 'quota' | 'project_caps'>): Quota {
-  return { customer_id: row.id, revision: row.quota_revision, quota: normalize(row.quota), project_caps: row.project_caps };
+export function toQuota(customerId: string, row: Pick<CustomerQuotaRow, 'quota_revision' | 'quota' | 'project_caps'>): Quota {
+  return { customer_id: customerId, revision: row.quota_revision, quota: normalize(row.quota), project_caps: row.project_caps };
 }
 
 export function toPlan(row: PlanRow): Plan {
   return { id: row.id, display_name: row.display_name, quota: normalize(row.quota) };
-}
-
-/** 403 PLAN_NOT_ALLOWED for a plan the partner may not assign (or that does not exist). */
-async function assignablePlan(db: Db<CapacityTables>, settings: CapacitySettings, planId: string): Promise<PlanRow> {
-  const plan = settings.plans.includes(planId) ? await findPlan(db, planId) : undefined;
-  if (!plan) {
-    throw new ApiError('PLAN_NOT_ALLOWED', `Plan ${planId} is not one this partner may assign; GET /catalog/plans lists them.`, {
-      details: { plan_id: planId, allowed: settings.plans },
-    });
-  }
-  return plan;
-}
-
-/** A new customer's plan and quota, checked against the partner's catalogue and per-customer maximum. */
-export interface NewCustomerQuota {
-  planId: string;
-  quota: Resources;
-  /** The partner's pool as read then (the operator's change racing a creation is as if it came just after). */
-  pool: Resources;
-}
-
-/**
- * The plan's quota for a new customer (CONTRACT §4, Customers), read and checked before the creating
- * transaction takes its locks: the plan must be one the partner may assign, its GPU profiles ones it may
- * grant, and it must fit the per-customer maximum.
- */
-export async function newCustomerQuota(db: Db<CapacityTables>, tenant: Tenant, planId: string): Promise<NewCustomerQuota> {
-  // One read where the full settings take four: the catalogue's lists are read only when a rule needs them.
-  const { capacity: row, plan_quota: found } = await findCapacityAndPlanQuota(db, tenant.partnerId, planId);
-  const quick = found !== null && (row?.plans ? row.plans.includes(planId) : true) ? found : undefined;
-  // Refused: the full check answers PLAN_NOT_ALLOWED naming the plans the partner may assign.
-  const quota = quick ?? (await assignablePlan(db, await capacitySettings(db, tenant.partnerId), planId)).quota;
-  if (Object.values(quota.gpus).some((n) => n > 0)) {
-    assertGrantable(quota, row?.gpu_profiles ?? (await listGpuProfiles(db)).map((p) => p.name));
-  }
-  assertPerCustomer(quota, row?.per_customer_max ?? DEFAULT_PER_CUSTOMER_MAX);
-  return { planId, quota: normalize(quota), pool: row?.pool ?? DEFAULT_POOL };
-}
-
-/**
- * A new customer's quota taken out of the partner's pool: what its customers of this mode will hold,
- * and the check that it fits (PARTNER_CAPACITY_EXCEEDED), run by the creating transaction after its
- * other checks (the new allocation is written with them, and undone with the rest if any refuses).
- * `allocated` is read under the capacity lock (`allocationLock`); creations wait for that lock rather
- * than answer BUSY.
- */
-export function takeNewCustomerQuota(allocated: Resources, wanted: NewCustomerQuota): { allocated: Resources; assertFits(): void } {
-  return { allocated: add(allocated, wanted.quota), assertFits: () => assertPoolFits(wanted.pool, allocated, ZERO, wanted.quota) };
 }
 
 interface Change {
@@ -103,28 +79,31 @@ export class QuotaService {
   readonly #platform: Platform;
   readonly #retryAfterS: number;
   readonly #changed: () => void;
+  readonly #customers: QuotaCustomers;
 
   /**
    * `retryAfterS`: NOT_READY's Retry-After; `changed`: called after a change commits, so
-   * the platform applies the new quota soon (the customers module's sweep does, in the background:
+   * the platform applies the new quota soon (the quota sweep does, in the background:
    * the answer never waits on the platform).
    */
-  constructor(deps: { db: QuotaDb; platform: Platform; retryAfterS: number; changed: () => void }) {
+  constructor(deps: { db: QuotaDb; platform: Platform; customers: QuotaCustomers; retryAfterS: number; changed: () => void }) {
     this.#db = deps.db;
+    this.#customers = deps.customers;
     this.#platform = deps.platform;
     this.#retryAfterS = deps.retryAfterS;
     this.#changed = deps.changed;
   }
 
   async get(tenant: Tenant, id: string): Promise<Quota> {
-    return toQuota(await this.#read(tenant, id));
+    const { customer, row } = await this.#read(tenant, id);
+    return toQuota(customer.id, row);
   }
 
   async getPlan(tenant: Tenant, id: string): Promise<{ customer_id: string; plan_id: string; plan: Plan }> {
-    const row = await this.#read(tenant, id);
+    const { customer, row } = await this.#read(tenant, id);
     const plan = await findPlan(this.#db, row.plan_id);
     if (!plan) throw notFound(`Plan ${row.plan_id}`);
-    return { customer_id: row.id, plan_id: row.plan_id, plan: toPlan(plan) };
+    return { customer_id: customer.id, plan_id: row.plan_id, plan: toPlan(plan) };
   }
 
   async put(tenant: Tenant, id: string, request: PutQuotaRequest): Promise<Quota> {
@@ -136,7 +115,7 @@ export class QuotaService {
           'CONFLICT',
           `The quota is at revision ${row.quota_revision}, not ${request.revision}: read it again and resend.`,
           {
-            details: { customer_id: row.id, revision: row.quota_revision, given: request.revision },
+            details: { customer_id: id, revision: row.quota_revision, given: request.revision },
           },
         );
       }
@@ -154,15 +133,16 @@ export class QuotaService {
       tenant,
       id,
       settings,
-      (updated) => ({ customer_id: updated.id, plan_id: updated.plan_id, plan: toPlan(plan) }),
+      (customerId, updated) => ({ customer_id: customerId, plan_id: updated.plan_id, plan: toPlan(plan) }),
       (row) => ({ quota: normalize(plan.quota), caps: row.project_caps, plan }),
     );
   }
 
-  async #read(tenant: Tenant, id: string): Promise<CustomerRow> {
-    const row = await findCustomer(this.#db, tenant, id);
-    if (!row) throw notFound(`Customer ${id}`);
-    return row;
+  async #read(tenant: Tenant, id: string): Promise<Held> {
+    const customer = await this.#customers.find(tenant, id);
+    const row = customer && (await findCustomerQuota(this.#db, customer.uid));
+    if (!customer || !row) throw notFound(`Customer ${id}`);
+    return { customer, row };
   }
 
   /**
@@ -175,23 +155,27 @@ export class QuotaService {
     tenant: Tenant,
     id: string,
     settings: CapacitySettings,
-    answer: (updated: CustomerRow) => T,
-    decide: (row: CustomerRow) => Change,
+    answer: (customerId: string, updated: CustomerQuotaRow) => T,
+    decide: (row: CustomerQuotaRow) => Change,
   ): Promise<T> {
     // The platform is asked about GPU usage before the transaction, never while it holds locks (a
     // platform call may take seconds; on PGlite the one connection would wait on itself). What it
     // consumes (a test-mode failure) stays consumed when the change is refused.
     const before = await this.#read(tenant, id);
-    assertChangeable(before, this.#retryAfterS);
-    const first = decide(before);
+    assertChangeable(before.customer, this.#retryAfterS);
+    const first = decide(before.row);
     assertProjectCaps(first.quota, first.caps);
     assertPerCustomer(first.quota, settings.perCustomerMax);
-    const gpuView = gpusReduced(before.quota, first.quota) ? await this.#gpuView(tenant, before, first.plan !== undefined) : undefined;
+    const gpuView = gpusReduced(before.row.quota, first.quota)
+      ? await this.#gpuView(tenant, before.customer, first.plan !== undefined)
+      : undefined;
 
     const changed = await this.#db.transaction().execute(async (trx) => {
-      const row = await lockCustomer(trx, tenant, id);
-      if (!row) throw notFound(`Customer ${id}`);
-      assertChangeable(row, this.#retryAfterS);
+      // The customer's lock first (its status holds until the commit), then its quota's.
+      const customer = await this.#customers.lock(trx, tenant, id);
+      const row = customer && (await lockCustomerQuota(trx, customer.uid));
+      if (!customer || !row) throw notFound(`Customer ${id}`);
+      assertChangeable(customer, this.#retryAfterS);
       const { quota, caps, plan } = decide(row);
       assertProjectCaps(quota, caps);
       assertPerCustomer(quota, settings.perCustomerMax);
@@ -209,18 +193,18 @@ export class QuotaService {
         assertGpuReduction(quota, gpuView.inUse, gpuView.workloads);
       }
 
-      const updated = await updateCustomer(trx, row.uid, {
+      const updated = await updateCustomerQuota(trx, customer.uid, {
         quota,
         project_caps: caps,
         quota_revision: row.quota_revision + 1,
         ...(plan ? { plan_id: plan.id } : {}),
-        updated_at: tenant.now,
       });
+      await this.#customers.touch(trx, customer.uid, tenant.now);
       await saveAllocation(trx, tenant.partnerId, tenant.mode, add(subtract(allocated, row.quota), quota));
       const event = { partnerId: tenant.partnerId, mode: tenant.mode, at: tenant.now };
-      await recordEvent(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(updated) } });
+      await recordEvent(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(id, updated) } });
       if (plan) await recordEvent(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
-      return answerWith(trx, answer(updated));
+      return answerWith(trx, answer(id, updated));
     });
     // The platform applies the new quota after the commit (an organization's plan and the quota objects it derives).
     this.#changed();
@@ -228,9 +212,9 @@ export class QuotaService {
   }
 
   /** What running workloads use of each GPU profile (and, for a plan change, which workloads); the platform must be able to say. */
-  async #gpuView(tenant: Tenant, customer: CustomerRow, planChange: boolean): Promise<GpuView> {
+  async #gpuView(tenant: Tenant, customer: QuotaCustomer, planChange: boolean): Promise<GpuView> {
     const ctx = platformContext(tenant);
-    const inUse = await this.#platform.gpuUsage(ctx, organizationRef(customer));
+    const inUse = await this.#platform.gpuUsage(ctx, customer.organization);
     if (!inUse) {
       throw new ApiError('GPU_USAGE_UNAVAILABLE', 'GPU usage could not be verified for this change; retry shortly.', {
         retryAfter: RETRY_AFTER_S.gpuUsage,
@@ -238,7 +222,7 @@ export class QuotaService {
       });
     }
     if (!planChange) return { inUse };
-    const workloads = await this.#platform.listWorkloads(ctx, organizationRef(customer));
+    const workloads = await this.#platform.listWorkloads(ctx, customer.organization);
     return { inUse, workloads: { vms: workloads.vms, databases: workloads.databases } };
   }
 }
@@ -258,7 +242,7 @@ function busy(customerId: string): ApiError {
 }
 
 /** A quota or plan change needs a customer that exists on the platform and is not going away. */
-function assertChangeable(row: CustomerRow, retryAfterS: number): void {
+function assertChangeable(row: QuotaCustomer, retryAfterS: number): void {
   if (row.status === 'active' || row.status === 'suspended') return;
   if (row.status === 'provisioning') {
     throw new ApiError('NOT_READY', `Customer ${row.id} is still provisioning; change its quota once it is active.`, {

@@ -1,10 +1,10 @@
-import { type QueryCreator, type Selectable, sql } from 'kysely';
+import { type Expression, expressionBuilder, type QueryCreator, type Selectable, sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import { type Resources, subtract, ZERO } from './resources.ts';
-import type { CapacityTables, PlansTable } from './tables.ts';
+import { type Resources, ZERO } from './resources.ts';
+import type { CapacityTables, CustomerQuotasTable, PlansTable } from './tables.ts';
 
 /**
  * A partner's pool and per-customer maximum until the operator sets them (`tenantry capacity set`):
@@ -33,6 +33,7 @@ export interface CapacitySettings {
 }
 
 export type PlanRow = Selectable<PlansTable>;
+export type CustomerQuotaRow = Selectable<CustomerQuotasTable>;
 
 export async function listGpuProfiles(db: Db<CapacityTables>) {
   return db.selectFrom('gpu_profiles').selectAll().orderBy('name').execute();
@@ -153,8 +154,105 @@ export function allocationSave(qc: QueryCreator<CapacityTables>, partnerId: stri
     .where('mode', '=', mode);
 }
 
-/** Returns a removed customer's quota to its pool (in the transaction that removes it). */
-export async function releaseQuota(trx: Db<CapacityTables>, partnerId: string, mode: KeyMode, quota: Resources): Promise<void> {
-  const allocated = await lockAllocation(trx, partnerId, mode);
-  await saveAllocation(trx, partnerId, mode, subtract(allocated, quota));
+/** A customer's plan and quota, or undefined. */
+export async function findCustomerQuota(db: Db<CapacityTables>, customerUid: string): Promise<CustomerQuotaRow | undefined> {
+  return db.selectFrom('customer_quotas').selectAll().where('customer_uid', '=', customerUid).executeTakeFirst();
+}
+
+/** Reads a customer's plan and quota under a row lock, for a change in the same transaction. */
+export async function lockCustomerQuota(trx: Db<CapacityTables>, customerUid: string): Promise<CustomerQuotaRow | undefined> {
+  return trx.selectFrom('customer_quotas').selectAll().where('customer_uid', '=', customerUid).forUpdate().executeTakeFirst();
+}
+
+export async function insertCustomerQuotas(trx: Db<CapacityTables>, rows: readonly CustomerQuotaRow[]): Promise<void> {
+  if (rows.length > 0) await trx.insertInto('customer_quotas').values(rows).execute();
+}
+
+export type CustomerQuotaChanges = Partial<Pick<CustomerQuotaRow, 'plan_id' | 'quota' | 'quota_revision' | 'project_caps'>>;
+
+export async function updateCustomerQuota(trx: Db<CapacityTables>, customerUid: string, changes: CustomerQuotaChanges) {
+  return trx.updateTable('customer_quotas').set(changes).where('customer_uid', '=', customerUid).returningAll().executeTakeFirstOrThrow();
+}
+
+/** Deletes a customer's quota row and answers what it held (undefined: no row). */
+export async function deleteCustomerQuota(trx: Db<CapacityTables>, customerUid: string): Promise<Resources | undefined> {
+  const row = await trx.deleteFrom('customer_quotas').where('customer_uid', '=', customerUid).returning('quota').executeTakeFirst();
+  return row?.quota;
+}
+
+/**
+ * A customer's plan id as a scalar subquery of another statement, given the expression of the
+ * customer's uid there: it needs no query creator, so any module's statement can embed it.
+ */
+export function planIdOf(customerUid: Expression<string>) {
+  return expressionBuilder<CapacityTables, never>()
+    .selectFrom('customer_quotas')
+    .select('plan_id')
+    .where('customer_uid', '=', customerUid)
+    .$asScalar();
+}
+
+/** A customer's plan, quota and caps as the platform takes them, as a subquery of another statement. */
+export function quotaForPlatformOf(customerUid: Expression<string> | string) {
+  return expressionBuilder<CapacityTables, never>()
+    .selectFrom('customer_quotas')
+    .select(['plan_id', 'quota', 'project_caps'])
+    .where('customer_uid', '=', customerUid);
+}
+
+/** Customers' quotas the platform has not taken yet and that are due a try: a new revision at once, a refused one after its backoff. */
+export async function quotasNotApplied(db: Db<CapacityTables>, now: Date, limit: number): Promise<CustomerQuotaRow[]> {
+  return db
+    .selectFrom('customer_quotas')
+    .selectAll()
+    .where(sql<boolean>`quota_applied_revision is distinct from quota_revision`)
+    .where((eb) =>
+      eb.or([
+        sql<boolean>`quota_retry_revision is distinct from quota_revision`,
+        eb('quota_retry_at', 'is', null),
+        eb('quota_retry_at', '<=', now),
+      ]),
+    )
+    .orderBy(sql`quota_retry_at nulls first`)
+    .limit(limit)
+    .execute();
+}
+
+/** The platform did not take this revision: try again at `at` (the count and the reason say how it goes). */
+export async function markQuotaRetry(
+  db: Db<CapacityTables>,
+  customerUid: string,
+  revision: number,
+  retry: { at: Date; count: number; problem: string },
+): Promise<void> {
+  await db
+    .updateTable('customer_quotas')
+    .set({
+      quota_retry_revision: revision,
+      quota_retry_at: retry.at,
+      quota_retry_count: retry.count,
+      quota_retry_problem: retry.problem.slice(0, 500),
+    })
+    .where('customer_uid', '=', customerUid)
+    .execute();
+}
+
+/** The platform must take the customer's quota again: the quota sweep applies it. */
+export async function markQuotaToReapply(db: Db<CapacityTables>, customerUid: string): Promise<void> {
+  await db.updateTable('customer_quotas').set({ quota_applied_revision: null }).where('customer_uid', '=', customerUid).execute();
+}
+
+export async function markQuotaApplied(db: Db<CapacityTables>, customerUid: string, revision: number): Promise<void> {
+  await db
+    .updateTable('customer_quotas')
+    .set({
+      quota_applied_revision: revision,
+      quota_retry_revision: null,
+      quota_retry_at: null,
+      quota_retry_count: 0,
+      quota_retry_problem: null,
+    })
+    .where('customer_uid', '=', customerUid)
+    .where('quota_revision', '=', revision)
+    .execute();
 }

@@ -1,6 +1,6 @@
 import type { ColumnType, Generated } from 'kysely';
 import type { KeyMode } from '../infra/mode.ts';
-import type { Resources } from './resources.ts';
+import type { PartialResources, Resources } from './resources.ts';
 
 export interface GpuProfilesTable {
   name: string;
@@ -34,10 +34,31 @@ export interface CapacityAllocationsTable {
   allocated: ColumnType<Resources, string, string>;
 }
 
+/**
+ * A customer's plan and quota (keyed by the customer's uid): what it holds of its partner's pool, the
+ * revision the platform has applied, and a refused revision's retry.
+ */
+export interface CustomerQuotasTable {
+  customer_uid: string;
+  plan_id: string;
+  /** jsonb; objects are written as JSON by both drivers. */
+  quota: Resources;
+  quota_revision: number;
+  project_caps: Record<string, PartialResources>;
+  /** The quota revision the platform has applied (a sweep applies a newer one). */
+  quota_applied_revision: number | null;
+  /** A refused quota's retry: the revision that failed, when to try it again, how often it failed and why. */
+  quota_retry_revision: number | null;
+  quota_retry_at: Date | null;
+  quota_retry_count: number;
+  quota_retry_problem: string | null;
+}
+
 /** The tables this module owns, as the composition root merges them into the database type. */
 export interface CapacityTables {
   gpu_profiles: GpuProfilesTable;
   plans: PlansTable;
   partner_capacity: PartnerCapacityTable;
   capacity_allocations: CapacityAllocationsTable;
+  customer_quotas: CustomerQuotasTable;
 }

@@ -29,7 +29,7 @@ export function consolePage(view: ConsolePageView): string {
 <span class="who">Signed in as <strong>${escapeHtml(name)}</strong> <span class="muted">${escapeHtml(user.username)} · ${escapeHtml(user.email)} · ${escapeHtml(user.role)}</span></span></header>
 <main>
 <section class="intro"><h1>${escapeHtml(title)}</h1>
-<p class="muted">Customer <strong>${escapeHtml(customer.id)}</strong> · ${badge(customer.status)} · plan ${escapeHtml(customer.plan_id)}</p></section>
+<p class="muted">Customer <strong>${escapeHtml(customer.id)}</strong> · ${badge(customer.status)} · plan ${escapeHtml(view.session.quota.plan_id)}</p></section>
 ${notice}
 <section class="card"><h2>Projects</h2>
 <table><thead><tr><th>Project</th><th>State</th><th>Namespace</th><th>Address range</th><th class="num">VMs</th></tr></thead>

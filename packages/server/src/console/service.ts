@@ -1,5 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
+import { type CustomerQuotaRow, customerQuota } from '../capacity/customer-quotas.ts';
+import type { CapacityTables } from '../capacity/tables.ts';
 import { requireActiveCustomer } from '../customers/lifecycle.ts';
 import type { CustomerService } from '../customers/service.ts';
 import type { CustomerRow } from '../customers/tables.ts';
@@ -22,7 +24,8 @@ export const CONSOLE_SESSION_TTL_MS = 12 * 3600 * 1000;
 export const CONSOLE_COOKIE = 'tenantry_console';
 
 export interface ConsoleServiceDeps {
-  db: Db<ConsoleTables>;
+  /** The customer's plan and quota are capacity's, read through it. */
+  db: Db<ConsoleTables & CapacityTables>;
   clock: Clock;
   platform: Platform;
   customers: CustomerService;
@@ -34,6 +37,8 @@ export interface ConsoleServiceDeps {
 
 export interface ConsoleSession {
   customer: CustomerRow;
+  /** The customer's plan and quota. */
+  quota: CustomerQuotaRow;
   user: UserRow;
   projects: ProjectRow[];
   /** The reseller: its name and its own portal, which the console links to, as Kube-DC's does. */
@@ -120,15 +125,17 @@ export class ConsoleService {
     const { db, clock, customers, users, projects, partnerCache } = this.#deps;
     const session = await findSession(db, hash(sessionId), clock.now());
     if (!session) return undefined;
-    const [user, customer, partner] = await Promise.all([
+    const [user, customer, quota, partner] = await Promise.all([
       users.byUid(session.user_uid),
       customers.byUid(session.customer_uid),
+      customerQuota(db, session.customer_uid),
       partnerCache.get(session.partner_id),
     ]);
-    if (!user || user.customer_uid !== session.customer_uid) return undefined;
+    if (!user || user.customer_uid !== session.customer_uid || !quota) return undefined;
     if (customer?.status !== 'active' || partner?.status !== 'active') return undefined;
     return {
       customer,
+      quota,
       user,
       projects: await projects.all(customer.uid),
       partner: { display_name: partner.display_name, portal_url: partner.portal_url },

@@ -110,7 +110,7 @@ export class ConsoleVmService {
       name: request.name,
       ...size,
       image: platformImage(image),
-      quota: { customer: customer.quota, project: customer.project_caps[project.name] ?? {} },
+      quota: { customer: session.quota.quota, project: session.quota.project_caps[project.name] ?? {} },
     };
     const outcome = await this.#deps.platform.createVm(ctx, vm);
     if (outcome.state === 'refused') {

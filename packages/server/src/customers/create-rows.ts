@@ -1,5 +1,4 @@
 import type { Tenant } from '../auth/tenant.ts';
-import type { NewCustomerQuota } from '../capacity/quotas.ts';
 import { newId } from '../infra/ids.ts';
 import { newOperationRow, type OperationRow } from '../operations/store.ts';
 import type { ProjectRow } from '../projects/tables.ts';
@@ -10,13 +9,12 @@ import type { CustomerRow } from './store.ts';
 export type NewCustomerRows = { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow };
 
 /**
- * A new customer's rows as its create writes them: the customer (provisioning, with the plan's quota),
+ * A new customer's rows as its create writes them: the customer (provisioning; its quota is capacity's),
  * its owner, its first project and its `customer.create` operation.
  */
 export function newCustomerRows(
   tenant: Tenant,
   request: CreateCustomerRequest,
-  wanted: Pick<NewCustomerQuota, 'planId' | 'quota'>,
   names: { organization: string; namespace: string; project: string },
   platformStateAt: Date,
 ): NewCustomerRows {
@@ -32,7 +30,6 @@ export function newCustomerRows(
     display_name: request.display_name ?? null,
     status: 'provisioning',
     status_before_deletion: null,
-    plan_id: wanted.planId,
     owner_username: request.owner.username,
     owner_email: request.owner.email,
     created_at: now,
@@ -42,14 +39,6 @@ export function newCustomerRows(
     scheduled_deletion_at: null,
     grace_days: null,
     deletion_immediate: null,
-    quota: wanted.quota,
-    quota_revision: 1,
-    project_caps: {},
-    quota_applied_revision: null,
-    quota_retry_revision: null,
-    quota_retry_at: null,
-    quota_retry_count: 0,
-    quota_retry_problem: null,
     held_at: null,
     hold_reason: null,
   };

@@ -1,7 +1,6 @@
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Tenant } from '../auth/tenant.ts';
-import { type NewCustomerQuota, newCustomerQuota, takeNewCustomerQuota } from '../capacity/quotas.ts';
-import { lockAllocation, saveAllocation } from '../capacity/store.ts';
+import { holdPool, type NewCustomerQuota, newCustomerQuota } from '../capacity/customer-quotas.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
@@ -27,7 +26,7 @@ import { type CreateCustomerRequest, type Customer, toCustomer } from './schemas
 import { customerIdsTaken, customerInsert, organizationsTaken } from './store.ts';
 import type { CustomerTables } from './tables.ts';
 
-/** A creation writes the customer with its project, owner, operation, allocation and partner count in one transaction. */
+/** A creation writes the customer with its project, owner, operation, quota, allocation and partner count in one transaction. */
 type CreateDb = Db<CustomerTables & CapacityTables & PartnerTables & IdempotencyTables & ProjectTables & UserTables & OperationTables>;
 
 export interface CustomerCreationDeps {
@@ -98,7 +97,7 @@ export class CustomerCreation {
     }
     // What needs no lock is read first: the plan's quota, checked against the partner's catalogue.
     const wanted = await newCustomerQuota(db, tenant, request.plan_id ?? tenant.partner.default_plan_id);
-    const rows = newCustomerRows(tenant, request, wanted, { organization, namespace, project: projectName }, this.#deps.clock.now());
+    const rows = newCustomerRows(tenant, request, { organization, namespace, project: projectName }, this.#deps.clock.now());
     const result = await this.#commits.submit(`${tenant.partnerId} ${tenant.mode}`, {
       tenant,
       request,
@@ -126,7 +125,7 @@ export class CustomerCreation {
     return this.#deps.db.transaction().execute(async (trx) => {
       const partner = await findPartnerForUpdate(trx, tenant.partnerId);
       if (!partner) return creates.map(() => ({ ok: false as const, error: notFound('The partner') }));
-      let allocated = await lockAllocation(trx, tenant.partnerId, tenant.mode);
+      const pool = await holdPool(trx, tenant.partnerId, tenant.mode);
       const taken = await takenNames(trx, tenant, creates, partner.max_open_operations + creates.length);
       let customers = tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count;
       let open = taken.openOperations;
@@ -143,14 +142,13 @@ export class CustomerCreation {
           await this.#takeDefaultPlan(trx, create, partner);
           assertOperationSlotFree(open, partner.max_open_operations, this.#deps.retryAfterS());
           // The plan's quota comes out of the partner's pool (CONTRACT §4, Customers).
-          const allocation = takeNewCustomerQuota(allocated, create.wanted);
-          allocation.assertFits();
-          allocated = allocation.allocated;
+          pool.take(create.wanted);
           customers++;
           open++;
           taken.claim(create);
           accepted.push(create);
-          outcomes.push({ ok: true, value: { customer: toCustomer(create.rows.customer), operation: toOperation(create.rows.operation) } });
+          const customer = toCustomer({ ...create.rows.customer, plan_id: create.wanted.planId });
+          outcomes.push({ ok: true, value: { customer, operation: toOperation(create.rows.operation) } });
         } catch (error) {
           outcomes.push({ ok: false, error });
         }
@@ -161,7 +159,10 @@ export class CustomerCreation {
         accepted.map((create) => create.rows),
       );
       await adjustCustomerCount(trx, tenant.partnerId, tenant.mode, accepted.length);
-      await saveAllocation(trx, tenant.partnerId, tenant.mode, allocated);
+      await pool.save(
+        trx,
+        accepted.map((create) => ({ uid: create.rows.customer.uid, wanted: create.wanted })),
+      );
       await answersFor(
         trx,
         outcomes.flatMap((outcome, i) => (outcome.ok ? [{ answer: creates[i]?.answer, data: outcome.value }] : [])),
@@ -174,8 +175,6 @@ export class CustomerCreation {
   async #takeDefaultPlan(trx: CreateDb, create: PendingCreate, partner: PartnerRow): Promise<void> {
     if (create.defaultPlanId === null || partner.default_plan_id === create.wanted.planId) return;
     create.wanted = await newCustomerQuota(trx, create.tenant, partner.default_plan_id);
-    create.rows.customer.plan_id = create.wanted.planId;
-    create.rows.customer.quota = create.wanted.quota;
   }
 }
 

@@ -7,7 +7,6 @@ import {
   findCustomerByUid,
   lockCustomer,
   lockCustomerByUid,
-  markQuotaToReapply,
   nextScheduledDeletion,
   type UsageSubjectRow,
   usageSubjects,
@@ -61,11 +60,6 @@ export function customerNamedOnPlatform(db: Db<CustomerTables>, scope: string, n
 /** When the partner's next scheduled deletion of a mode falls due (the test clock walks through due times in order). */
 export function nextDeletionDueAt(db: Db<CustomerTables>, partner: { id: string; mode: KeyMode }): Promise<Date | undefined> {
   return nextScheduledDeletion(db, partner);
-}
-
-/** The platform must take the customer's quota again (a project it caps now exists): the quota sweep applies it. */
-export function reapplyCustomerQuota(trx: Db<CustomerTables>, uid: string): Promise<void> {
-  return markQuotaToReapply(trx, uid);
 }
 
 /** The customers usage reports on, a page at a time: every live one, and every one deleted within the window. */

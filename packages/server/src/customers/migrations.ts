@@ -231,4 +231,22 @@ export const customerMigrations: Record<string, Migration> = {
       );
     },
   },
+  '0049_customers_quota_columns_dropped': {
+    async up(db: Kysely<unknown>) {
+      // The plan and quota moved to capacity's customer_quotas (0048); the pending index goes with its column.
+      for (const column of [
+        'plan_id',
+        'quota',
+        'quota_revision',
+        'project_caps',
+        'quota_applied_revision',
+        'quota_retry_revision',
+        'quota_retry_at',
+        'quota_retry_count',
+        'quota_retry_problem',
+      ]) {
+        await sql`alter table customers drop column ${sql.ref(column)}`.execute(db);
+      }
+    },
+  },
 };

@@ -38,13 +38,12 @@ export const Customer = Type.Object(
 );
 export type Customer = Static<typeof Customer>;
 
-/** The columns a customer's answer shows: what a list selects (a third of the table's, and no JSON to parse). */
+/** The columns of its own a customer's answer shows (its plan id is capacity's): what a list selects. */
 export const CUSTOMER_COLUMNS = [
   'id',
   'external_id',
   'display_name',
   'status',
-  'plan_id',
   'owner_username',
   'owner_email',
   'created_at',
@@ -54,7 +53,7 @@ export const CUSTOMER_COLUMNS = [
   'scheduled_deletion_at',
 ] as const satisfies readonly (keyof CustomersTable)[];
 
-export function toCustomer(row: Pick<CustomersTable, (typeof CUSTOMER_COLUMNS)[number]>): Customer {
+export function toCustomer(row: Pick<CustomersTable, (typeof CUSTOMER_COLUMNS)[number]> & { plan_id: string }): Customer {
   return {
     id: row.id,
     external_id: row.external_id,

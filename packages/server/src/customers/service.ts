@@ -1,6 +1,7 @@
 import { writeAudit } from '../audit/service.ts';
 import type { AuditTables } from '../audit/tables.ts';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
+import { customerPlanId } from '../capacity/customer-quotas.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
 import { recordEvent } from '../events/service.ts';
 import type { EventTables } from '../events/tables.ts';
@@ -27,9 +28,9 @@ import { type CreateCustomerRequest, type Customer, type CustomerWithProjects, t
 import {
   type CustomerFilters,
   type CustomerRow,
+  customerWithProjectsReader,
   findCustomer,
   findCustomerByUid,
-  findCustomerWithProjects,
   listCustomers,
   lockCustomer,
   setCustomerStatus,
@@ -70,6 +71,9 @@ export interface CustomerServiceDeps {
 
 const DAY_MS = 24 * 3600 * 1000;
 
+/** `GET /customers/{id}`: the customer with its plan (capacity's) and its projects, in one statement. */
+const findCustomerWithProjects = customerWithProjectsReader(customerPlanId);
+
 /**
  * Customers of a partner (CONTRACT §4): create, read, suspend, resume and delete. A change that
  * needs the platform asks it before its transaction (stop or start the workloads, count them) and
@@ -103,7 +107,17 @@ export class CustomerService {
   }
 
   async list(tenant: Tenant, filters: CustomerFilters, query: { limit: number; cursor?: string | undefined }): Promise<Page<Customer>> {
-    return listCustomers(this.#deps.db, this.#deps.cursors.scoped(tenant), tenant, filters, query);
+    return listCustomers(this.#deps.db, this.#deps.cursors.scoped(tenant), tenant, filters, query, customerPlanId);
+  }
+
+  /** The customer of this partner and mode under its row lock, in the caller's transaction (a quota change's), or undefined. */
+  async lock(trx: Db<CustomerTables>, tenant: Tenant, id: string): Promise<CustomerRow | undefined> {
+    return lockCustomer(trx, tenant, id);
+  }
+
+  /** The customer changed at `at` by another module's change (its plan), in the caller's transaction. */
+  async touch(trx: Db<CustomerTables>, uid: string, at: Date): Promise<void> {
+    await updateCustomer(trx, uid, { updated_at: at });
   }
 
   /** The customer of this partner and mode, or 404 (another partner's or mode's customer is not found either). */

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
+import { applyQuota, customerQuotaForPlatform, pendingQuotas, quotaSpec, releaseCustomerQuota } from '../capacity/customer-quotas.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
 import type { EventData } from '../events/payloads.ts';
 import { newEvent } from '../events/store.ts';
@@ -15,7 +16,7 @@ import type { OperationRow, OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { findPartnerForUpdate } from '../partners/store.ts';
 import type { PartnerTables } from '../partners/tables.ts';
-import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
+import type { Platform } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
 import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
 import { PROJECT_VIEW_COLUMNS, projectForPlatform, settleProvisioningProject } from '../projects/store.ts';
@@ -24,17 +25,7 @@ import { type UserService, userSpec } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
 import type { UserTables } from '../users/tables.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
-import {
-  type CustomerRow,
-  findCustomerByUid,
-  graceEnded,
-  lockCustomerByUid,
-  markQuotaApplied,
-  markQuotaRetry,
-  quotaNotApplied,
-  removeCustomer,
-  settleProvisioningCustomer,
-} from './store.ts';
+import { type CustomerRow, findCustomerByUid, graceEnded, lockCustomerByUid, removeCustomer, settleProvisioningCustomer } from './store.ts';
 import type { CustomerTables } from './tables.ts';
 
 /** A customer's steps settle its project, owner, partner count, operation and event with it. */
@@ -54,12 +45,13 @@ interface Locked {
   customer: CustomerRow | undefined;
 }
 
-/** The customer being created with its owner and first project as the platform needs them: one read, compiled once. */
+/** The customer being created with its quota, owner and first project as the platform needs them: one read, compiled once. */
 const readForCreation = precompile((db: StepsDb, a: { uid: string; project: string }) =>
   db
     .selectFrom('customers')
     .selectAll()
     .select([
+      jsonObjectFrom(customerQuotaForPlatform(a.uid)).as('quota'),
       jsonObjectFrom(ownerForPlatform(db, a.uid)).as('owner'),
       jsonObjectFrom(projectForPlatform(db, a.uid, a.project)).as('first_project'),
     ])
@@ -121,13 +113,6 @@ function creationEvent(
 /** The first project's address range a finished look learned (`provisionCustomer`), for the commit to write. */
 const learnedRange = (outcome: FinalOutcome): string | null => (outcome.state === 'done' ? (outcome.learned?.cidr ?? null) : null);
 
-/** The platform's view of a customer's quota and plan. */
-export const quotaSpec = (customer: CustomerRow) => ({
-  planId: customer.plan_id,
-  quota: customer.quota,
-  projectCaps: customer.project_caps,
-});
-
 /**
  * `customer.create` and `customer.delete`, and the sweeps that start a teardown when a grace period
  * ends and apply a quota the platform has not taken yet: registered with the operation engine.
@@ -138,18 +123,18 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
   engine.register('customer.create', {
     // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
     async advance(op, ctx) {
-      // The customer with its owner and first project as the platform needs them: one read.
+      // The customer with its quota, owner and first project as the platform needs them: one read.
       const [found] = (await readForCreation(db, { uid: op.customer_uid, project: op.project ?? 'default' })).rows;
-      if (!found) return fail('CUSTOMER_DELETED');
-      const { owner, first_project: project, ...customer } = found;
+      if (!found?.quota) return fail('CUSTOMER_DELETED');
+      const { quota, owner, first_project: project, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
       const org = organizationRef(customer);
-      const organization = { ...org, displayName: customer.display_name, planId: customer.plan_id };
+      const organization = { ...org, displayName: customer.display_name, planId: quota.plan_id };
       // The whole customer in one call where the driver takes it so; else one call at a time.
       if (owner && project) {
         const whole = await platform.provisionCustomer?.(ctx, {
           organization,
-          quota: quotaSpec(customer),
+          quota: quotaSpec(quota),
           owner: userSpec(customer, owner),
           project: projectRef(customer, project),
         });
@@ -162,7 +147,7 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
       }
       return inOrder(
         () => platform.ensureOrganization(ctx, organization),
-        () => platform.applyQuota(ctx, org, quotaSpec(customer)),
+        () => platform.applyQuota(ctx, org, quotaSpec(quota)),
         () => users.ensureOwner(ctx, customer, owner),
         async () => {
           if (!project) return fail('PROVISIONING_FAILED', `Project ${op.project} no longer exists.`);
@@ -213,6 +198,8 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
     },
     async finish(trx, op, outcome, ctx, { customer }) {
       if (!customer) return { outcome };
+      // Its quota goes back to the pool first: the quota row names the customer.
+      await releaseCustomerQuota(trx, { uid: customer.uid, partnerId: customer.partner_id, mode: customer.mode });
       await removeCustomer(trx, customer, ctx.now);
       const event = newEvent({
         partnerId: op.partner_id,
@@ -236,49 +223,19 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
   engine.addSweep(async ({ partner }) => {
     // Quota changes reach the platform after their transaction; what did not (an outage, a crash) is applied here.
     if (partner) return 0;
-    const pending = await quotaNotApplied(db, deps.clock.now(), 20);
-    for (const customer of pending) await applyQuota(deps, customer);
+    const pending = await pendingQuotas(db, deps.clock.now(), 20);
+    for (const quota of pending) {
+      // A customer that is not on the platform for good (still provisioning, failed, being torn down) is left alone.
+      const customer = await findCustomerByUid(db, quota.customer_uid);
+      if (!customer || !QUOTA_HOLDING.includes(customer.status)) continue;
+      await applyQuota(deps, { partnerId: customer.partner_id, mode: customer.mode, organization: organizationRef(customer) }, quota);
+    }
     return pending.length;
   });
 }
 
-const QUOTA_RETRY_BASE_MS = 1_000;
-const QUOTA_RETRY_MAX_MS = 5 * 60_000;
-
-/**
- * Applies a customer's quota on the platform and records the revision it applied. A revision the platform
- * refuses (or cannot take now) is tried again with backoff, 1 s doubling to 5 min, so customers the platform
- * keeps refusing never starve the others' changes; a log line says so on the first failure and at milestones.
- */
-async function applyQuota(deps: Pick<CustomerStepDeps, 'db' | 'clock' | 'logger' | 'platform'>, customer: CustomerRow): Promise<void> {
-  const now = deps.clock.now();
-  const ctx: PlatformContext = { partnerId: customer.partner_id, mode: customer.mode, now };
-  const progress = await deps.platform
-    .applyQuota(ctx, organizationRef(customer), quotaSpec(customer))
-    .catch((err: unknown): Progress => ({ state: 'unavailable', reason: (err as Error).message }));
-  if (progress.state === 'done') {
-    await markQuotaApplied(deps.db, customer.uid, customer.quota_revision);
-    return;
-  }
-  const sameRevision = customer.quota_retry_revision === customer.quota_revision;
-  const count = progress.state === 'in_progress' ? 0 : (sameRevision ? customer.quota_retry_count : 0) + 1;
-  const problem =
-    progress.state === 'failed'
-      ? `${progress.code}: ${progress.message}`
-      : progress.state === 'unavailable'
-        ? progress.reason
-        : 'in progress';
-  const waitMs =
-    progress.state === 'in_progress'
-      ? Math.max(0, progress.until.getTime() - now.getTime())
-      : Math.min(QUOTA_RETRY_MAX_MS, QUOTA_RETRY_BASE_MS * 2 ** Math.min(count - 1, 20));
-  await markQuotaRetry(deps.db, customer.uid, customer.quota_revision, new Date(now.getTime() + waitMs), count, problem);
-  if (count === 1 || (count > 0 && (count & (count - 1)) === 0 && count >= 8))
-    deps.logger.warn(
-      { customer: customer.uid, customer_id: customer.id, revision: customer.quota_revision, failures: count, problem },
-      'the platform did not take a quota; it will be tried again with backoff',
-    );
-}
+/** The statuses whose quota the platform holds and a change of it must reach. */
+const QUOTA_HOLDING: readonly CustomerRow['status'][] = ['active', 'suspended', 'deletion_scheduled'];
 
 /** A grace period ended: the customer turns `deleting` and its teardown operation opens. */
 async function startScheduledTeardown(deps: CustomerStepDeps, uid: string): Promise<void> {

@@ -1,7 +1,5 @@
-import { type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
+import { type AliasableExpression, type Expression, type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
-import { releaseQuota } from '../capacity/store.ts';
-import type { CapacityTables } from '../capacity/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -16,8 +14,8 @@ import type { CustomerRow, CustomerStatus, CustomerTables } from './tables.ts';
 
 /** The single-customer read joins its projects in one statement (the projects module's table). */
 type WithProjectsDb = Db<CustomerTables & ProjectTables>;
-/** A removal also gives back the partner's count and the customer's quota, through their modules. */
-type RemovalDb = Db<CustomerTables & PartnerTables & CapacityTables>;
+/** A removal also gives back the partner's count, through its module. */
+type RemovalDb = Db<CustomerTables & PartnerTables>;
 
 export type { CustomerRow } from './tables.ts';
 
@@ -37,39 +35,47 @@ export async function findCustomer(db: Db<CustomerTables>, owner: Owner, id: str
 }
 
 /**
- * The one statement behind `GET /customers/{id}`: the customer with its projects (by name) as a JSON
- * array. The bench's raw-SELECT floor runs the very same statement.
+ * The customer's plan id as the module that owns it answers it, given the customer's uid in the
+ * statement that embeds it: a customer's answer shows its plan, read in the customer's own statement.
  */
-export function customerWithProjectsQuery(db: WithProjectsDb, owner: Owner, id: string) {
+export type PlanIdOf = (customerUid: Expression<string>) => AliasableExpression<string>;
+
+/**
+ * The one statement behind `GET /customers/{id}`: the customer with its plan id and its projects (by
+ * name) as a JSON array. The bench's raw-SELECT floor runs the very same statement.
+ */
+export function customerWithProjectsQuery(db: WithProjectsDb, planIdOf: PlanIdOf, owner: Owner, id: string) {
   return db
     .selectFrom('customers')
     .selectAll('customers')
-    .select((eb) =>
+    .select((eb) => [
+      planIdOf(eb.ref('customers.uid')).as('plan_id'),
       jsonArrayFrom(
         eb.selectFrom('projects').selectAll('projects').whereRef('projects.customer_uid', '=', 'customers.uid').orderBy('projects.name'),
       ).as('projects'),
-    )
+    ])
     .where('partner_id', '=', owner.partnerId)
     .where('mode', '=', owner.mode)
     .where('id', '=', id);
 }
 
-/** `GET /customers/{id}` runs thousands of times a second: its statement is compiled once. */
-const readCustomerWithProjects = precompile((query: WithProjectsDb, args: Owner & { id: string }) =>
-  customerWithProjectsQuery(query, args, args.id),
-);
+export type CustomerWithProjectsRow = CustomerRow & { plan_id: string; projects: ProjectRow[] };
 
-/** The customer with its projects, in one read: the single-customer read is a hot path. */
-export async function findCustomerWithProjects(
-  db: WithProjectsDb,
-  owner: Owner,
-  id: string,
-): Promise<(CustomerRow & { projects: ProjectRow[] }) | undefined> {
-  const [row] = (await readCustomerWithProjects(db, { partnerId: owner.partnerId, mode: owner.mode, id })).rows;
-  if (!row) return undefined;
-  // JSON carries timestamps as strings.
-  const projects = row.projects.map((p) => ({ ...p, created_at: new Date(p.created_at), updated_at: new Date(p.updated_at) }));
-  return { ...row, projects };
+/**
+ * The reader of a customer with its plan and projects, in one statement compiled once (`GET
+ * /customers/{id}` runs thousands of times a second).
+ */
+export function customerWithProjectsReader(planIdOf: PlanIdOf) {
+  const read = precompile((query: WithProjectsDb, args: Owner & { id: string }) =>
+    customerWithProjectsQuery(query, planIdOf, args, args.id),
+  );
+  return async (db: WithProjectsDb, owner: Owner, id: string): Promise<CustomerWithProjectsRow | undefined> => {
+    const [row] = (await read(db, { partnerId: owner.partnerId, mode: owner.mode, id })).rows;
+    if (!row) return undefined;
+    // JSON carries timestamps as strings.
+    const projects = row.projects.map((p) => ({ ...p, created_at: new Date(p.created_at), updated_at: new Date(p.updated_at) }));
+    return { ...row, projects };
+  };
 }
 
 /** Reads the customer under a row lock, for a change in the same transaction. */
@@ -139,7 +145,7 @@ export async function setCustomerStatus(
 }
 
 /**
- * A customer's creation settles it: `active` (its quota now applied) or `failed`, only from
+ * A customer's creation settles it: `active` or `failed`, only from
  * `provisioning`. A builder whose update takes the customer's lock and finds the row only while it is
  * still provisioning.
  */
@@ -149,7 +155,6 @@ export function settleProvisioningCustomer(qc: QueryCreator<CustomerTables>, uid
     .set({
       status: CUSTOMER_STATUS.move('provisioning', to),
       updated_at: now,
-      ...(to === 'active' ? { quota_applied_revision: sql<number>`quota_revision` } : {}),
     })
     .where('uid', '=', uid)
     .where('status', '=', 'provisioning')
@@ -158,7 +163,8 @@ export function settleProvisioningCustomer(qc: QueryCreator<CustomerTables>, uid
 
 /**
  * Removes the customer with its projects and users (cascade) and keeps a tombstone (usage bills the
- * window it lived in); its operations stay for their 7 days. Its count and quota go back to the partner.
+ * window it lived in); its operations stay for their 7 days. Its count goes back to the partner (its quota,
+ * before, through capacity).
  */
 export async function removeCustomer(trx: RemovalDb, row: CustomerRow, deletedAt: Date): Promise<void> {
   await trx.deleteFrom('customers').where('uid', '=', row.uid).execute();
@@ -176,7 +182,6 @@ export async function removeCustomer(trx: RemovalDb, row: CustomerRow, deletedAt
     .onConflict((oc) => oc.column('uid').doNothing())
     .execute();
   await adjustCustomerCount(trx, row.partner_id, row.mode, -1);
-  await releaseQuota(trx, row.partner_id, row.mode, row.quota);
 }
 
 /** Customers of a partner's mode whose grace period has ended on that mode's clock. */
@@ -218,61 +223,6 @@ export function customerIdByOrganization(eb: ExpressionBuilder<CustomerTables, n
 /** The id of the customer whose organization (its platform name) is `name` on this platform scope. */
 export async function customerIdWithOrganization(db: Db<CustomerTables>, scope: string, name: string): Promise<string | undefined> {
   return (await db.selectNoFrom((eb) => customerIdByOrganization(eb, scope, name).as('id')).executeTakeFirst())?.id ?? undefined;
-}
-
-/** Customers whose quota the platform has not taken yet and is due a try: a new revision at once, a refused one after its backoff. */
-export async function quotaNotApplied(db: Db<CustomerTables>, now: Date, limit: number): Promise<CustomerRow[]> {
-  return db
-    .selectFrom('customers')
-    .selectAll()
-    .where(sql<boolean>`quota_applied_revision is distinct from quota_revision`)
-    .where('status', 'in', ['active', 'suspended', 'deletion_scheduled'])
-    .where((eb) =>
-      eb.or([
-        sql<boolean>`quota_retry_revision is distinct from quota_revision`,
-        eb('quota_retry_at', 'is', null),
-        eb('quota_retry_at', '<=', now),
-      ]),
-    )
-    .orderBy(sql`quota_retry_at nulls first`)
-    .limit(limit)
-    .execute();
-}
-
-/** The platform did not take this revision: try again at `at` (the count and the reason say how it goes). */
-export async function markQuotaRetry(
-  db: Db<CustomerTables>,
-  uid: string,
-  revision: number,
-  at: Date,
-  count: number,
-  problem: string,
-): Promise<void> {
-  await db
-    .updateTable('customers')
-    .set({ quota_retry_revision: revision, quota_retry_at: at, quota_retry_count: count, quota_retry_problem: problem.slice(0, 500) })
-    .where('uid', '=', uid)
-    .execute();
-}
-
-/** The platform must take the customer's quota again (a project it caps now exists): the quota sweep applies it. */
-export async function markQuotaToReapply(db: Db<CustomerTables>, uid: string): Promise<void> {
-  await db.updateTable('customers').set({ quota_applied_revision: null }).where('uid', '=', uid).execute();
-}
-
-export async function markQuotaApplied(db: Db<CustomerTables>, uid: string, revision: number): Promise<void> {
-  await db
-    .updateTable('customers')
-    .set({
-      quota_applied_revision: revision,
-      quota_retry_revision: null,
-      quota_retry_at: null,
-      quota_retry_count: 0,
-      quota_retry_problem: null,
-    })
-    .where('uid', '=', uid)
-    .where('quota_revision', '=', revision)
-    .execute();
 }
 
 /** A customer usage reports on: a live one, or one deleted within the window (usage still bills it). */
@@ -320,10 +270,12 @@ export async function listCustomers(
   owner: Owner,
   filters: CustomerFilters,
   query: { limit: number; cursor?: string | undefined },
+  planIdOf: PlanIdOf,
 ): Promise<Page<Customer>> {
   let select = db
     .selectFrom('customers')
     .select(CUSTOMER_COLUMNS)
+    .select((eb) => planIdOf(eb.ref('customers.uid')).as('plan_id'))
     .where('partner_id', '=', owner.partnerId)
     .where('mode', '=', owner.mode)
     .orderBy('id')

@@ -1,5 +1,4 @@
 import type { Selectable } from 'kysely';
-import type { PartialResources, Resources } from '../capacity/resources.ts';
 import type { KeyMode } from '../infra/mode.ts';
 
 /**
@@ -26,7 +25,6 @@ export interface CustomersTable {
   status: CustomerStatus;
   /** The status a scheduled deletion interrupted, restored by resume. */
   status_before_deletion: CustomerStatus | null;
-  plan_id: string;
   owner_username: string;
   owner_email: string;
   created_at: Date;
@@ -36,17 +34,6 @@ export interface CustomersTable {
   scheduled_deletion_at: Date | null;
   grace_days: number | null;
   deletion_immediate: boolean | null;
-  /** What the customer holds of its partner's pool (jsonb; objects are written as JSON by both drivers). */
-  quota: Resources;
-  quota_revision: number;
-  project_caps: Record<string, PartialResources>;
-  /** The quota revision the platform has applied (a sweep applies a newer one). */
-  quota_applied_revision: number | null;
-  /** A refused quota's retry: the revision that failed, when to try it again, how often it failed and why. */
-  quota_retry_revision: number | null;
-  quota_retry_at: Date | null;
-  quota_retry_count: number;
-  quota_retry_problem: string | null;
   /** The operator's hold: while set, a partner's resume answers CONFLICT. */
   held_at: Date | null;
   hold_reason: string | null;

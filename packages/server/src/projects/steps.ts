@@ -1,4 +1,6 @@
-import { customerByUid, lockCustomerOfUid, reapplyCustomerQuota } from '../customers/lookup-service.ts';
+import { reapplyQuotaForProject } from '../capacity/customer-quotas.ts';
+import type { CapacityTables } from '../capacity/tables.ts';
+import { customerByUid, lockCustomerOfUid } from '../customers/lookup-service.ts';
 import type { CustomerRow, CustomerTables } from '../customers/tables.ts';
 import { newEvent } from '../events/payloads.ts';
 import type { EventTables } from '../events/tables.ts';
@@ -22,7 +24,7 @@ import {
 import type { ProjectTables } from './tables.ts';
 
 /** A project's steps also lock its customer and record the operation's outcome and event. */
-type ProjectStepsTables = ProjectTables & CustomerTables & OperationTables & EventTables;
+type ProjectStepsTables = ProjectTables & CustomerTables & OperationTables & EventTables & CapacityTables;
 type ProjectStepsDb = Db<ProjectStepsTables>;
 
 /** A project as the platform names it. */
@@ -123,8 +125,7 @@ export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>
       if (final.state === 'done' && customer?.status === 'deleting') final = fail('CUSTOMER_DELETING');
       const view = await settleProject(trx, project, final.state === 'done', ctx.now);
       // A project cap reaches a project only once it exists on the platform: the quota is applied again.
-      if (final.state === 'done' && customer && project && customer.project_caps[project.name])
-        await reapplyCustomerQuota(trx, customer.uid);
+      if (final.state === 'done' && customer && project) await reapplyQuotaForProject(trx, customer.uid, project.name);
       const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
