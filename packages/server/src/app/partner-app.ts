@@ -9,6 +9,7 @@ import { customerRoutes } from '../customers/routes.ts';
 import { docsRoutes } from '../docs/routes.ts';
 import { eventRoutes } from '../events/routes.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
+import { healthRoutes } from '../infra/http/health.ts';
 import { idempotencyPlugin } from '../infra/idempotency/plugin.ts';
 import { registerOpenApi } from '../openapi/document.ts';
 import { operationRoutes } from '../operations/routes.ts';
@@ -17,7 +18,6 @@ import { testHelperRoutes } from '../test-mode/routes.ts';
 import { usageRoutes } from '../usage/routes.ts';
 import { userRoutes } from '../users/routes.ts';
 import { webhookRoutes } from '../webhooks/routes.ts';
-import { healthRoutes } from './health.ts';
 import type { Services } from './services.ts';
 
 export const PARTNER_API_PREFIX = '/api/public/v1';

@@ -39,6 +39,7 @@ import { WebhookDispatcher } from '../webhooks/dispatcher.ts';
 import { resealWebhookSecrets, WebhookSecrets } from '../webhooks/secrets.ts';
 import { WebhookSender } from '../webhooks/sender.ts';
 import { WebhookService } from '../webhooks/service.ts';
+import { customerAccess } from './customer-access.ts';
 import type { AppDatabase as DatabaseHandle } from './database.ts';
 import { wholeDatabase } from './database.ts';
 
@@ -164,21 +165,22 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     provisioningMs: options.sandboxDelayMs,
     revokeConsoleAccess: (trx, uid) => console().revokeCustomer(wholeDatabase(trx), uid),
   });
-  const projects = new ProjectService({ db, cursors, customers, onOperationOpened });
+  const customerOfProjectsAndUsers = customerAccess(customers);
+  const projects = new ProjectService({ db, cursors, customers: customerOfProjectsAndUsers, onOperationOpened });
   const users = new UserService({
     db,
     clock,
     logger,
     cursors,
     platform,
-    customers,
+    customers: customerOfProjectsAndUsers,
     onUserRemoved: (trx, uid) => console().revokeUser(wholeDatabase(trx), uid),
   });
   consoleAccess = new ConsoleService({ db, clock, platform, customers, users, projects, partnerCache, publicUrl: options.publicUrl });
   // The provisioning steps, registered with the generic engine by the modules they belong to.
   const stepDeps = { db, clock, logger, platform, users, partnerCache };
   registerCustomerSteps(engine, stepDeps);
-  registerProjectSteps(engine, { db, platform });
+  registerProjectSteps(engine, { db, platform, customers: customerOfProjectsAndUsers });
   engine.addSweep(() => users.reconcile());
   const images = new OsImageCatalogue({ source: options.osImagesSource ?? bundledSource(), clock, logger: options.logger });
   return {

@@ -5,10 +5,14 @@ import type { PlatformContext } from '../platform/platform.ts';
 import type { Principal } from './service.ts';
 
 /**
- * The platform scope a partner's mode acts in (the `platform_scope` column): `live`, one platform shared by
- * every partner; `test:<partner>`, the partner's own sandbox. Platform names are unique within it.
+ * Where a platform name must be unique: the live platform is one cluster shared by every partner
+ * (organization and namespace names), each partner's test mode a sandbox of its own. `live` or
+ * `test:<partner>` (the `platform_scope` column of customers, projects and users).
  */
-export function platformScope(partnerId: string, mode: KeyMode): string {
+export type PlatformScope = string;
+
+/** The platform scope a partner's mode acts in. */
+export function platformScope(partnerId: string, mode: KeyMode): PlatformScope {
   return mode === 'live' ? 'live' : `test:${partnerId}`;
 }
 
@@ -17,7 +21,7 @@ export interface Tenant {
   partner: PartnerRow;
   partnerId: string;
   mode: KeyMode;
-  scope: string;
+  scope: PlatformScope;
   now: Date;
 }
 

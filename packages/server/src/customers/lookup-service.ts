@@ -4,7 +4,6 @@ import type { KeyMode } from '../infra/mode.ts';
 import {
   customerIdWithOrganization,
   findCustomer,
-  findCustomerByUid,
   lockCustomer,
   lockCustomerByUid,
   nextScheduledDeletion,
@@ -42,12 +41,7 @@ export async function requireCustomerLocked(trx: Db<CustomerTables>, owner: Owne
   return row;
 }
 
-/** A customer by internal identity (an operation names it), whoever's it is. */
-export function customerByUid(db: Db<CustomerTables>, uid: string): Promise<CustomerRow | undefined> {
-  return findCustomerByUid(db, uid);
-}
-
-/** `customerByUid`, its row locked in the caller's transaction (an operation's outcome commits under it). */
+/** A customer by internal identity (an operation names it), whoever's it is, its row locked in the caller's transaction (an operation's outcome commits under it). */
 export function lockCustomerOfUid(trx: Db<CustomerTables>, uid: string): Promise<CustomerRow | undefined> {
   return lockCustomerByUid(trx, uid);
 }

@@ -1,12 +1,6 @@
 import type { Selectable } from 'kysely';
+import type { PlatformScope } from '../auth/tenant.ts';
 import type { KeyMode } from '../infra/mode.ts';
-
-/**
- * Where a platform name must be unique: the live platform is one cluster shared by every partner
- * (organization and namespace names), each partner's test mode a sandbox of its own. `live` or
- * `test:<partner>`.
- */
-export type PlatformScope = string;
 
 export type CustomerStatus = 'provisioning' | 'active' | 'failed' | 'suspended' | 'deletion_scheduled' | 'deleting';
 

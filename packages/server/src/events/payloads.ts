@@ -1,69 +1,46 @@
-import { type Static, type TSchema, Type } from 'typebox';
-import { Quota } from '../capacity/schemas.ts';
-import { CustomerStatus } from '../customers/schemas.ts';
+import { type Static, type TObject, Type } from 'typebox';
 import type { KeyMode } from '../infra/mode.ts';
-import { OperationError } from '../operations/schemas.ts';
-import { Project } from '../projects/schemas.ts';
 import { EventBody } from './schemas.ts';
 
+/** `ping`'s data: the test delivery `POST /webhook/test` sends, which no state change records. */
+export const PING_DATA = Type.Object({ message: Type.String() });
+
 /**
- * partner-api.md, Event kinds: the `data` of every event, defined once. `recordEvent` is typed by
- * these (the server cannot record a payload the document does not describe), the OpenAPI document's
- * `webhooks` section is built from them, and the SDK's `WebhookEvent` union is generated from that.
+ * partner-api.md, Event kinds: the schema of every event's `data`, by kind. The module that records a
+ * kind declares its schema beside its own (`customers/events.ts`, `projects/events.ts`,
+ * `capacity/events.ts`) and adds it here by declaration merging, as Fastify's decorators are typed, so
+ * that this module knows none of theirs. `recordEvent` is typed by them (the server cannot record a
+ * payload the document does not describe), the OpenAPI document's `webhooks` section is built from them
+ * (`openapi/events.ts`), and the SDK's `WebhookEvent` union is generated from that.
  */
+export interface EventSchemas {
+  ping: typeof PING_DATA;
+}
 
-const Timestamp = Type.String({ format: 'date-time' });
+export type EventName = keyof EventSchemas;
+export type EventData<T extends EventName> = Static<EventSchemas[T]>;
 
-/** The outcome of a create operation: its project (null once gone), the state it left, and the error of a failure. */
-const CreateOutcome = {
-  customer_id: Type.String(),
-  operation_id: Type.String(),
-  project: Type.Union([Project, Type.Null()]),
-  error: Type.Union([OperationError, Type.Null()], { description: 'Set when the operation failed.' }),
+/** The events a state change records: every kind but `ping` (sent only by `POST /webhook/test`). */
+export type EventType = Exclude<EventName, 'ping'>;
+
+/**
+ * Every kind a state change records, in the document's order: the `type` filter and the webhook
+ * filters name them. A kind declared without being listed here, or listed without a schema, does not compile.
+ */
+const RECORDED: Record<EventType, true> = {
+  'customer.ready': true,
+  'customer.failed': true,
+  'customer.suspended': true,
+  'customer.resumed': true,
+  'customer.deletion_scheduled': true,
+  'customer.deleted': true,
+  'customer.quota_changed': true,
+  'customer.plan_changed': true,
+  'project.ready': true,
+  'project.failed': true,
+  'project.deleted': true,
 };
-
-const CustomerCreated = Type.Object({
-  ...CreateOutcome,
-  state: Type.Union([CustomerStatus, Type.Literal('deleted')], { description: "The customer's status when its creation finished." }),
-});
-const ProjectCreated = Type.Object({ ...CreateOutcome, state: Project.properties.state });
-
-export const EVENT_DATA = {
-  ping: Type.Object({ message: Type.String() }),
-  'customer.ready': CustomerCreated,
-  'customer.failed': CustomerCreated,
-  'customer.suspended': Type.Object({
-    customer_id: Type.String(),
-    state: Type.Literal('suspended'),
-    suspended_at: Timestamp,
-    workloads_running: Type.Integer(),
-  }),
-  'customer.resumed': Type.Object({
-    customer_id: Type.String(),
-    state: Type.Literal('active'),
-    workloads_running: Type.Integer(),
-    cancelled_scheduled_deletion: Type.Boolean(),
-  }),
-  'customer.deletion_scheduled': Type.Object({
-    customer_id: Type.String(),
-    state: Type.Literal('deletion_scheduled'),
-    scheduled_deletion_at: Timestamp,
-    grace_days: Type.Integer(),
-    recoverable: Type.Boolean(),
-  }),
-  'customer.deleted': Type.Object({
-    customer_id: Type.String(),
-    immediate: Type.Boolean({ description: 'True after an immediate delete; false when a grace period ran out.' }),
-  }),
-  'customer.quota_changed': Type.Object({ customer_id: Type.String(), quota: Quota }),
-  'customer.plan_changed': Type.Object({ customer_id: Type.String(), plan_id: Type.String() }),
-  'project.ready': ProjectCreated,
-  'project.failed': ProjectCreated,
-  'project.deleted': Type.Object({ customer_id: Type.String(), project: Type.String({ description: 'The project name.' }) }),
-} satisfies Record<string, TSchema>;
-
-export type EventName = keyof typeof EVENT_DATA;
-export type EventData<T extends EventName> = Static<(typeof EVENT_DATA)[T]>;
+export const EVENT_TYPES = Object.keys(RECORDED) as EventType[];
 
 /** `customer.quota_changed` → `CustomerQuotaChangedEvent`: the name of an event body in the document. */
 export function eventSchemaName(event: EventName): string {
@@ -72,25 +49,21 @@ export function eventSchemaName(event: EventName): string {
 }
 
 /** The body a delivery of `event` carries (partner-api.md, Event body), with its `data` schema. */
-export function eventBodySchema<T extends EventName>(event: T) {
-  return Type.Object({ ...EventBody.properties, event: Type.Literal(event), data: EVENT_DATA[event] }, { title: eventSchemaName(event) });
+export function eventBodySchema<T extends EventName>(event: T, data: TObject) {
+  return Type.Object({ ...EventBody.properties, event: Type.Literal(event), data }, { title: eventSchemaName(event) });
 }
-
-/** The events a state change records: every kind in `payloads.ts` but `ping` (sent only by `POST /webhook/test`). */
-export type EventType = Exclude<EventName, 'ping'>;
-export const EVENT_TYPES = (Object.keys(EVENT_DATA) as EventName[]).filter((name): name is EventType => name !== 'ping');
 
 export interface NewEvent<T extends EventType = EventType> {
   partnerId: string;
   mode: KeyMode;
   type: T;
-  /** Typed by the event's schema (`payloads.ts`), which the OpenAPI document publishes. */
+  /** Typed by the event's schema (`EventSchemas`), which the OpenAPI document publishes. */
   data: EventData<T>;
   /** The partner's mode clock at the change. */
   at: Date;
 }
 
-/** An event typed by its kind's payload (`payloads.ts`), for an operation's outcome to announce (`Finished`). */
+/** An event typed by its kind's payload (`EventSchemas`), for an operation's outcome to announce (`Finished`). */
 export function newEvent<T extends EventType>(event: NewEvent<T>): NewEvent {
   return event;
 }

@@ -1,9 +1,12 @@
 import swagger from '@fastify/swagger';
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
-import { EVENT_DATA, type EventName, eventBodySchema, eventSchemaName } from '../events/payloads.ts';
+import { CAPACITY_EVENTS } from '../capacity/events.ts';
+import { CUSTOMER_EVENTS } from '../customers/events.ts';
+import { type EventName, type EventSchemas, eventBodySchema, eventSchemaName, PING_DATA } from '../events/payloads.ts';
 import { ERROR_CATALOGUE, type ErrorCode } from '../infra/errors/catalogue.ts';
 import type { Scope } from '../partners/scopes.ts';
+import { PROJECT_EVENTS } from '../projects/events.ts';
 
 /**
  * The partner API's OpenAPI 3.1 document, generated from the route schemas that validate requests and
@@ -32,6 +35,8 @@ const ErrorEnvelope = Type.Object(
   { $id: 'ErrorEnvelope', title: 'ErrorEnvelope' },
 );
 
+/** Every event kind's `data` schema, declared by the module that records it, in the document's order. */
+const EVENT_DATA: { [K in EventName]: EventSchemas[K] } = { ping: PING_DATA, ...CUSTOMER_EVENTS, ...CAPACITY_EVENTS, ...PROJECT_EVENTS };
 const EVENT_NAMES = Object.keys(EVENT_DATA) as EventName[];
 
 const header = (description: string, type: 'string' | 'integer' = 'string') => ({ description, schema: { type } });
@@ -240,7 +245,7 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
         // bodies and the schemas they share with routes (Project, Quota) come out the same.
         schemas: {
           ErrorEnvelope: ErrorEnvelope as never,
-          ...Object.fromEntries(EVENT_NAMES.map((event) => [eventSchemaName(event), eventBodySchema(event) as never])),
+          ...Object.fromEntries(EVENT_NAMES.map((event) => [eventSchemaName(event), eventBodySchema(event, EVENT_DATA[event]) as never])),
         },
       },
       webhooks: Object.fromEntries(

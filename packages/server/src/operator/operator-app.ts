@@ -1,17 +1,37 @@
 import type { Logger } from 'pino';
-import { healthRoutes } from '../app/health.ts';
-import type { Services } from '../app/services.ts';
+import type { AuditTables } from '../audit/tables.ts';
+import type { KeyService } from '../auth/keys-service.ts';
 import { capacityOperatorRoutes } from '../capacity/operator-routes.ts';
+import type { CapacityService } from '../capacity/service.ts';
 import { customerOperatorRoutes } from '../customers/operator-routes.ts';
+import type { CustomerService } from '../customers/service.ts';
+import type { OsImageCatalogue } from '../images/catalogue.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
+import { healthRoutes } from '../infra/http/health.ts';
 import { operatorAuthPlugin } from '../infra/http/operator-auth.ts';
+import type { CursorCodec } from '../infra/pagination/cursor.ts';
 import { operationOperatorRoutes } from '../operations/operator-routes.ts';
+import type { OperationService } from '../operations/service.ts';
+import type { PartnerService } from '../partners/service.ts';
 import { operatorRoutes } from './routes.ts';
 
 export const OPERATOR_API_PREFIX = '/api/operator/v1';
 
+/** What the operator API uses of the services the composition root wires. */
+interface OperatorServices {
+  partners: PartnerService;
+  keys: KeyService;
+  cursors: CursorCodec;
+  capacity: CapacityService;
+  customers: CustomerService;
+  operations: OperationService;
+  images: Pick<OsImageCatalogue, 'state'>;
+  options: { database: { db: Db<AuditTables> } };
+}
+
 /** The operator API: its own listener, its own token, never served with the partner API. */
-export async function buildOperatorApp(services: Services, logger: Logger, operatorToken: string) {
+export async function buildOperatorApp(services: OperatorServices, logger: Logger, operatorToken: string) {
   const app = createHttpApp(logger, 'operator-api');
   await app.register(healthRoutes, { db: services.options.database.db, details: () => ({ os_images: services.images.state() }) });
   await app.register(

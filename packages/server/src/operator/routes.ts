@@ -1,20 +1,32 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../app/services.ts';
 import { AuditEntry, AuditQuery } from '../audit/schemas.ts';
 import { listAudit } from '../audit/service.ts';
+import type { AuditTables } from '../audit/tables.ts';
 import { ApiKey, IssuedKey, IssueKeyRequest } from '../auth/keys-schemas.ts';
+import type { KeyService } from '../auth/keys-service.ts';
+import type { Db } from '../infra/db/handle.ts';
 import { listOf as list, ok, success } from '../infra/http/envelope.ts';
 import { operatorOf } from '../infra/http/operator-auth.ts';
-import { PageQuery } from '../infra/pagination/cursor.ts';
+import { type CursorCodec, PageQuery } from '../infra/pagination/cursor.ts';
 import { CreatePartnerRequest, Partner, PartnerId, UpdatePartnerRequest } from '../partners/schemas.ts';
+import type { PartnerService } from '../partners/service.ts';
 
 const PartnerParams = Type.Object({ id: PartnerId }, { additionalProperties: false });
 const KeyParams = Type.Object({ id: PartnerId, kid: Type.String({ pattern: '^[a-z2-7]{12}$' }) }, { additionalProperties: false });
 const ListQuery = Type.Object(PageQuery, { additionalProperties: false });
 
+/** What these routes use of the services the composition root wires. */
+interface RouteServices {
+  partners: PartnerService;
+  keys: KeyService;
+  cursors: CursorCodec;
+  /** The audit log is read from its table: every service writes it, none owns reading it. */
+  options: { database: { db: Db<AuditTables> } };
+}
+
 /** The operator API (CONTRACT §3): partners, their keys, and the audit log. Every change is audited by its service. */
-export const operatorRoutes: FastifyPluginAsyncTypebox<{ services: Services }> = async (app, { services }) => {
+export const operatorRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> = async (app, { services }) => {
   const { partners, keys, cursors, options } = services;
 
   app.post('/partners', { schema: { body: CreatePartnerRequest, response: { 201: success(Partner) } } }, async (request, reply) =>

@@ -1,8 +1,4 @@
 import type { Tenant } from '../auth/tenant.ts';
-import { requireActiveCustomer } from '../customers/lifecycle.ts';
-import { customerNamedOnPlatform, requireCustomerLocked } from '../customers/lookup-service.ts';
-import type { CustomerService } from '../customers/service.ts';
-import type { CustomerTables } from '../customers/tables.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
@@ -16,6 +12,7 @@ import type { OperationTables } from '../operations/tables.ts';
 import { lockPartner } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX } from '../platform/names.ts';
+import type { ProjectCustomers } from './customers.ts';
 import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,
@@ -30,13 +27,13 @@ import {
 } from './store.ts';
 import type { ProjectTables } from './tables.ts';
 
-/** A project change also locks the partner and customer and queues an operation. */
-type ProjectServiceDb = Db<ProjectTables & PartnerTables & CustomerTables & OperationTables & IdempotencyTables>;
+/** A project change also locks the partner (and, through `ProjectCustomers`, the customer) and queues an operation. */
+type ProjectServiceDb = Db<ProjectTables & PartnerTables & OperationTables & IdempotencyTables>;
 
 export interface ProjectServiceDeps {
   db: ProjectServiceDb;
   cursors: CursorCodec;
-  customers: CustomerService;
+  customers: ProjectCustomers;
   onOperationOpened: () => void;
 }
 
@@ -72,8 +69,7 @@ export class ProjectService {
         // Lock order everywhere: partner, then customer, then project.
         const partner = await lockPartner(trx, tenant.partnerId);
         if (!partner) throw notFound('The partner');
-        const customer = await requireCustomerLocked(trx, tenant, customerId);
-        requireActiveCustomer(customer, 'create projects', customers.retryAfterS);
+        const customer = await customers.lockActive(trx, tenant, customerId, 'create projects');
         // The customer's projects, and this name among them, in one statement.
         const taken = await trx
           .selectNoFrom((eb) => [projectCount(eb, customer.uid).as('projects'), projectNamed(eb, customer.uid, name).as('same_name')])
@@ -89,7 +85,7 @@ export class ProjectService {
         await requireOperationSlot(trx, tenant, partner.max_open_operations, customers.retryAfterS);
         if (taken.same_name !== null) throw alreadyExists(customerId, name);
         // Namespaces and organizations are one name space on the platform (see CustomerService.create).
-        const owner = await customerNamedOnPlatform(trx, tenant.scope, namespace);
+        const owner = await customers.namedOnPlatform(trx, tenant.scope, namespace);
         if (owner !== undefined) {
           throw new ApiError('ALREADY_EXISTS', `The namespace ${namespace} is already the platform name of customer ${owner}.`, {
             details: { field: 'name', namespace },
@@ -157,10 +153,10 @@ export class ProjectService {
    * Asking again while it is under way answers the same operation.
    */
   async delete(tenant: Tenant, customerId: string, name: string): Promise<{ project: Project; operation: Operation }> {
-    const { db, onOperationOpened } = this.#deps;
+    const { db, customers, onOperationOpened } = this.#deps;
     const now = tenant.now;
     const result = await db.transaction().execute(async (trx) => {
-      const customer = await requireCustomerLocked(trx, tenant, customerId);
+      const customer = await customers.lock(trx, tenant, customerId);
       if (customer.status === 'deleting') {
         throw new ApiError('CONFLICT', `Customer ${customerId} is being deleted; its projects go with it.`, {
           details: { customer_id: customerId, status: customer.status },
@@ -170,7 +166,7 @@ export class ProjectService {
       if (!project) throw notFound(`Project ${name} of customer ${customerId}`);
       if (project.state === 'provisioning') {
         throw new ApiError('NOT_READY', `Project ${name} is still provisioning; delete it once it is ready or failed.`, {
-          retryAfter: this.#deps.customers.retryAfterS,
+          retryAfter: customers.retryAfterS,
           details: { customer_id: customerId, project: name, state: project.state },
         });
       }

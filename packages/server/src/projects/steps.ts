@@ -1,7 +1,3 @@
-import { reapplyQuotaForProject } from '../capacity/customer-quotas.ts';
-import type { CapacityTables } from '../capacity/tables.ts';
-import { customerByUid, lockCustomerOfUid } from '../customers/lookup-service.ts';
-import type { CustomerRow, CustomerTables } from '../customers/tables.ts';
 import { newEvent } from '../events/payloads.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -9,6 +5,7 @@ import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail } from '../operations/handler.ts';
 import type { OperationRow, OperationTables } from '../operations/tables.ts';
 import type { Platform, PlatformContext, Progress, ProjectRef } from '../platform/platform.ts';
+import type { ProjectCustomer, ProjectCustomers } from './customers.ts';
 import { type Project, toProject } from './schemas.ts';
 import {
   findProject,
@@ -23,13 +20,13 @@ import {
 } from './store.ts';
 import type { ProjectTables } from './tables.ts';
 
-/** A project's steps also lock its customer and record the operation's outcome and event. */
-type ProjectStepsTables = ProjectTables & CustomerTables & OperationTables & EventTables & CapacityTables;
+/** A project's steps also record the operation's outcome and event (and lock the customer, through `ProjectCustomers`). */
+type ProjectStepsTables = ProjectTables & OperationTables & EventTables;
 type ProjectStepsDb = Db<ProjectStepsTables>;
 
 /** A project as the platform names it. */
 export function projectRef(
-  customer: Pick<CustomerRow, 'id' | 'organization'>,
+  customer: Pick<ProjectCustomer, 'id' | 'organization'>,
   project: Pick<ProjectRow, 'name' | 'namespace'>,
 ): ProjectRef {
   return { customerId: customer.id, organization: customer.organization, project: project.name, namespace: project.namespace };
@@ -48,7 +45,7 @@ export async function advanceProject(
   db: ProjectStepsDb,
   platform: Platform,
   ctx: PlatformContext,
-  customer: CustomerRow,
+  customer: Pick<ProjectCustomer, 'id' | 'organization'>,
   project: ProjectForPlatform,
 ): Promise<Progress> {
   const ref = projectRef(customer, project);
@@ -97,21 +94,24 @@ export async function settleProject(trx: ProjectStepsDb, project: ProjectRow | u
 }
 
 interface Locked {
-  customer: CustomerRow | undefined;
+  customer: ProjectCustomer | undefined;
   project: ProjectRow | undefined;
 }
 
 /** `project.create` and `project.delete`, registered with the operation engine. */
-export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>, deps: { db: ProjectStepsDb; platform: Platform }): void {
-  const { db, platform } = deps;
+export function registerProjectSteps(
+  engine: OperationEngine<ProjectStepsTables>,
+  deps: { db: ProjectStepsDb; platform: Platform; customers: ProjectCustomers },
+): void {
+  const { db, platform, customers } = deps;
   const lock = async (trx: ProjectStepsDb, op: OperationRow): Promise<Locked> => {
-    const customer = await lockCustomerOfUid(trx, op.customer_uid);
+    const customer = await customers.lockByUid(trx, op.customer_uid);
     return { customer, project: await lockProject(trx, op.customer_uid, op.project ?? '') };
   };
 
   engine.register<Locked>('project.create', {
     async advance(op, ctx) {
-      const customer = await customerByUid(db, op.customer_uid);
+      const customer = await customers.byUid(op.customer_uid);
       if (!customer) return fail('CUSTOMER_DELETED');
       if (customer.status === 'deleting') return fail('CUSTOMER_DELETING');
       const project = await findProject(db, customer.uid, op.project ?? '');
@@ -125,7 +125,7 @@ export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>
       if (final.state === 'done' && customer?.status === 'deleting') final = fail('CUSTOMER_DELETING');
       const view = await settleProject(trx, project, final.state === 'done', ctx.now);
       // A project cap reaches a project only once it exists on the platform: the quota is applied again.
-      if (final.state === 'done' && customer && project) await reapplyQuotaForProject(trx, customer.uid, project.name);
+      if (final.state === 'done' && customer && project) await customers.reapplyQuota(trx, customer.uid, project.name);
       const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,
@@ -145,7 +145,7 @@ export function registerProjectSteps(engine: OperationEngine<ProjectStepsTables>
 
   engine.register<Locked>('project.delete', {
     async advance(op, ctx) {
-      const customer = await customerByUid(db, op.customer_uid);
+      const customer = await customers.byUid(op.customer_uid);
       const project = customer ? await findProject(db, customer.uid, op.project ?? '') : undefined;
       // Gone with its customer, whose teardown removed it.
       if (!customer || !project) return { state: 'done' };

@@ -1,5 +1,5 @@
 import type { Selectable } from 'kysely';
-import type { PlatformScope } from '../customers/tables.ts';
+import type { PlatformScope } from '../auth/tenant.ts';
 import type { KeyMode } from '../infra/mode.ts';
 
 export type ProjectState = 'provisioning' | 'ready' | 'failed' | 'deleting';

@@ -1,9 +1,5 @@
 import type { Logger } from 'pino';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
-import { requireActiveCustomer } from '../customers/lifecycle.ts';
-import { requireCustomerLocked } from '../customers/lookup-service.ts';
-import type { CustomerService } from '../customers/service.ts';
-import type { CustomerRow, CustomerTables } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import { uniqueViolation } from '../infra/db/database.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -14,6 +10,7 @@ import { newId } from '../infra/ids.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import { reservedUsername } from '../platform/names.ts';
 import type { Platform, PlatformContext, Progress, UserRef, UserSpec } from '../platform/platform.ts';
+import type { UserCustomer, UserCustomers } from './customers.ts';
 import { UserReadiness } from './readiness.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
@@ -30,8 +27,8 @@ import {
 } from './store.ts';
 import type { UserTables } from './tables.ts';
 
-/** A user change also locks the customer and writes the idempotent answer. */
-type UserServiceDb = Db<UserTables & CustomerTables & IdempotencyTables>;
+/** A user change also writes the idempotent answer (and locks the customer, through `UserCustomers`). */
+type UserServiceDb = Db<UserTables & IdempotencyTables>;
 
 export interface UserServiceDeps {
   db: UserServiceDb;
@@ -39,7 +36,7 @@ export interface UserServiceDeps {
   logger: Logger;
   cursors: CursorCodec;
   platform: Platform;
-  customers: CustomerService;
+  customers: UserCustomers;
   /** Called in the transaction that removes a user: whatever was granted to that person ends with it. */
   onUserRemoved: (trx: UserServiceDb, userUid: string) => Promise<void>;
 }
@@ -61,12 +58,12 @@ export function setRequiredActionsOf(
 }
 
 /** A user as the platform names it. */
-export function userRef(customer: Pick<CustomerRow, 'id' | 'organization'>, username: string): UserRef {
+export function userRef(customer: Pick<UserCustomer, 'id' | 'organization'>, username: string): UserRef {
   return { customerId: customer.id, organization: customer.organization, username };
 }
 
 /** A user as the platform's identity provider takes it. */
-export function userSpec(customer: Pick<CustomerRow, 'id' | 'organization'>, row: UserForPlatform): UserSpec {
+export function userSpec(customer: Pick<UserCustomer, 'id' | 'organization'>, row: UserForPlatform): UserSpec {
   return {
     ...userRef(customer, row.username),
     email: row.email,
@@ -99,11 +96,10 @@ export class UserService {
     const reserved = reservedUsername(request.username);
     if (reserved) throw validationError([{ in: 'body', field: 'username', message: reserved }]);
     let row: UserRow;
-    let customer: CustomerRow;
+    let customer: UserCustomer;
     try {
       ({ row, customer } = await db.transaction().execute(async (trx) => {
-        const locked = await requireCustomerLocked(trx, tenant, customerId);
-        requireActiveCustomer(locked, 'add users', this.#deps.customers.retryAfterS);
+        const locked = await this.#deps.customers.lockActive(trx, tenant, customerId, 'add users');
         if (await findUser(trx, locked.uid, request.username)) throw usernameTaken(customerId, request.username);
         const user: UserRow = {
           uid: newId('user'),
@@ -183,7 +179,7 @@ export class UserService {
   async delete(tenant: Tenant, customerId: string, username: string): Promise<{ username: string; deleted: true }> {
     const { db, clock, platform } = this.#deps;
     const { customer, user } = await db.transaction().execute(async (trx) => {
-      const locked = await requireCustomerLocked(trx, tenant, customerId);
+      const locked = await this.#deps.customers.lock(trx, tenant, customerId);
       const found = await findUser(trx, locked.uid, username);
       if (!found) throw notFound(`User ${username} of customer ${customerId}`);
       if (found.is_owner) {
@@ -211,7 +207,11 @@ export class UserService {
    * The owner admin of a new customer on the platform (a step of `customer.create`, once its
    * organization exists), as read with the customer (`ownerForPlatform`).
    */
-  async ensureOwner(ctx: PlatformContext, customer: CustomerRow, owner: UserForPlatform | null): Promise<Progress> {
+  async ensureOwner(
+    ctx: PlatformContext,
+    customer: Pick<UserCustomer, 'id' | 'organization'>,
+    owner: UserForPlatform | null,
+  ): Promise<Progress> {
     if (!owner) return { state: 'failed', code: 'PROVISIONING_FAILED', message: `Customer ${customer.id} has no owner.` };
     return this.#deps.platform.ensureUser(ctx, userSpec(customer, owner));
   }
@@ -242,12 +242,12 @@ export class UserService {
   };
 
   /** Asks the platform for the user; while it reports progress, the readiness loop waits for it. */
-  #ensure(ctx: PlatformContext, customer: CustomerRow, row: UserRow): Promise<Progress> {
+  #ensure(ctx: PlatformContext, customer: UserCustomer, row: UserRow): Promise<Progress> {
     return this.#readiness.wait(() => this.#deps.platform.ensureUser(ctx, userSpec(customer, row)), ctx.now.getTime());
   }
 
   /** Removes the user from the platform, then its record; true once both are gone. */
-  async #undo(ctx: PlatformContext, customer: CustomerRow, row: UserRow): Promise<boolean> {
+  async #undo(ctx: PlatformContext, customer: UserCustomer, row: UserRow): Promise<boolean> {
     const progress = await this.#deps.platform.deleteUser(ctx, userRef(customer, row.username)).catch(() => undefined);
     if (progress?.state !== 'done') {
       await setUserPlatformState(this.#deps.db, row.uid, 'removing', this.#deps.clock.now());
