@@ -2,7 +2,7 @@ import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { organizationRef } from '../customers/lifecycle.ts';
 import { type CustomerRow, findCustomer, lockCustomer, updateCustomer } from '../customers/store.ts';
 import type { CustomerTables } from '../customers/tables.ts';
-import { recordEvent } from '../events/store.ts';
+import type { EventRecorder } from '../events/service.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
@@ -103,17 +103,19 @@ export class QuotaService {
   readonly #platform: Platform;
   readonly #retryAfterS: number;
   readonly #changed: () => void;
+  readonly #events: EventRecorder;
 
   /**
    * `retryAfterS`: NOT_READY's Retry-After; `changed`: called after a change commits, so
    * the platform applies the new quota soon (the customers module's sweep does, in the background:
    * the answer never waits on the platform).
    */
-  constructor(deps: { db: QuotaDb; platform: Platform; retryAfterS: number; changed: () => void }) {
+  constructor(deps: { db: QuotaDb; platform: Platform; retryAfterS: number; changed: () => void; events: EventRecorder }) {
     this.#db = deps.db;
     this.#platform = deps.platform;
     this.#retryAfterS = deps.retryAfterS;
     this.#changed = deps.changed;
+    this.#events = deps.events;
   }
 
   async get(tenant: Tenant, id: string): Promise<Quota> {
@@ -218,8 +220,8 @@ export class QuotaService {
       });
       await saveAllocation(trx, tenant.partnerId, tenant.mode, add(subtract(allocated, row.quota), quota));
       const event = { partnerId: tenant.partnerId, mode: tenant.mode, at: tenant.now };
-      await recordEvent(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(updated) } });
-      if (plan) await recordEvent(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
+      await this.#events.record(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(updated) } });
+      if (plan) await this.#events.record(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
       return answerWith(trx, answer(updated));
     });
     // The platform applies the new quota after the commit (an organization's plan and the quota objects it derives).

@@ -3,19 +3,18 @@ import { after, before, describe, test } from 'node:test';
 import { partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { createCustomer, eventsOf, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
+import { wholeDatabase } from '../app/database.ts';
 import { OperationEngine } from '../operations/engine.ts';
 import type { FinalOutcome, OperationHandler } from '../operations/handler.ts';
 import { expediteCustomerOperations } from '../operations/store.ts';
 import { registerCustomerSteps } from './steps.ts';
 
 /**
- * A creation's commit: the common case is one statement with no transaction around it
- * (`finishAlone`), which must write everything or nothing. These tests run the real `customer.create`
- * handler in an engine of their own (the server's is stopped) and watch what its one statement answered:
- * true (it recorded the outcome), false (not its case; the transaction decided), or refused by its guard.
+ * A creation's commit, which must write everything or nothing. These tests run the real
+ * `customer.create` handler in an engine of their own (the server's is stopped).
  */
 for (const target of testDatabases()) {
-  describe(`a creation's commit in one statement [${target.name}]`, () => {
+  describe(`a creation's commit [${target.name}]`, () => {
     let server: TestServer;
     let acme: Tokens;
     before(async () => {
@@ -43,22 +42,22 @@ for (const target of testDatabases()) {
         users,
         partnerCache,
       });
-      assert.ok(handler?.finishAlone, 'customer.create records its common case in one statement');
+      assert.ok(handler);
       return handler;
     };
 
     /**
-     * An engine running the real handler, whose look may be held (`hold`) and whose one statement's
-     * answers are kept, and the outcome its look reaches replaced by `outcome` when given.
+     * An engine running the real handler, whose look may be held (`hold`), and the outcome its look
+     * reaches replaced by `outcome` when given.
      */
     const engineWith = (options: { outcome?: FinalOutcome; hold?: Promise<void>; looked?: () => void } = {}) => {
       const real = realHandler();
-      const answers: Array<boolean | 'refused'> = [];
       const engine = new OperationEngine({
         db: server.database.db,
         clock: server.clock,
         logger: server.services.options.logger,
         concurrency: 1,
+        recordEvent: (trx, event) => server.services.events.record(wholeDatabase(trx), event),
       });
       engine.register('customer.create', {
         ...real,
@@ -68,18 +67,8 @@ for (const target of testDatabases()) {
           await options.hold;
           return options.outcome ?? reached;
         },
-        finishAlone: async (...args) => {
-          try {
-            const answer = await (real.finishAlone as NonNullable<OperationHandler['finishAlone']>)(...args);
-            answers.push(answer);
-            return answer;
-          } catch (error) {
-            answers.push('refused');
-            throw error;
-          }
-        },
       });
-      return { engine, answers };
+      return engine;
     };
 
     /** A look held once it has reached its outcome (`reached`), until `release()`. */
@@ -109,9 +98,8 @@ for (const target of testDatabases()) {
 
     test('a success settles the customer, its first project and owner, the operation and its event at once', async () => {
       const { operation } = await createCustomer(server, acme.live, 'oneshot', { project: 'web' });
-      const { engine, answers } = engineWith();
+      const engine = engineWith();
       assert.equal(await engine.runDue(), 1);
-      assert.deepEqual(answers, [true], 'recorded by the one statement');
       assert.deepEqual(await rows('oneshot'), {
         status: 'active',
         state: 'ready',
@@ -127,7 +115,7 @@ for (const target of testDatabases()) {
         events.map((e) => e.type),
         ['customer.ready'],
       );
-      // The project's view built by the statement is the one the API shows (toProject), to the millisecond.
+      // The project's view in the event is the one the API shows (toProject), to the millisecond.
       assert.deepEqual(events[0]?.data, {
         customer_id: 'oneshot',
         operation_id: operation.id,
@@ -139,11 +127,10 @@ for (const target of testDatabases()) {
 
     test("a failure settles them failed at once, with the failure's code in the event", async () => {
       const { operation } = await createCustomer(server, acme.live, 'oneshot-failed');
-      const { engine, answers } = engineWith({
+      const engine = engineWith({
         outcome: { state: 'failed', code: 'PROVISIONING_FAILED', message: 'the platform refused' },
       });
       assert.equal(await engine.runDue(), 1);
-      assert.deepEqual(answers, [true]);
       const settled = await rows('oneshot-failed');
       assert.deepEqual(
         { status: settled.status, state: settled.state, operation: settled.operation },
@@ -156,10 +143,10 @@ for (const target of testDatabases()) {
       assert.equal((event?.data.project as { state?: string } | null)?.state, 'failed');
     });
 
-    test('a look whose lease was taken back writes nothing: the guard refuses the statement, the transaction finds the lease lost', async () => {
+    test('a look whose lease was taken back writes nothing: the transaction finds the lease lost', async () => {
       await createCustomer(server, acme.live, 'oneshot-late');
       const held = heldLook();
-      const { engine, answers } = engineWith(held);
+      const engine = engineWith(held);
       const pass = engine.runDue();
       await held.reached;
       // A deletion's way of taking the lease back while the look runs.
@@ -171,7 +158,6 @@ for (const target of testDatabases()) {
       await expediteCustomerOperations(server.database.db, uid, server.clock.now());
       held.release();
       assert.equal(await pass, 1);
-      assert.deepEqual(answers, ['refused'], 'the customer settled within the statement, the outcome did not: it was refused whole');
       const left = await rows('oneshot-late');
       assert.deepEqual(
         { status: left.status, state: left.state, operation: left.operation },
@@ -179,17 +165,16 @@ for (const target of testDatabases()) {
         'nothing of the settling stayed',
       );
       assert.deepEqual(await eventsFor('oneshot-late'), [], 'nor its event');
-      // The next look finishes it, in one statement again.
-      const { engine: next, answers: nextAnswers } = engineWith();
+      // The next look finishes it.
+      const next = engineWith();
       assert.equal(await next.runDue(), 1);
-      assert.deepEqual(nextAnswers, [true]);
       assert.equal((await rows('oneshot-late')).status, 'active');
     });
 
-    test('a customer deleted while its creation ran is not the common case: the statement writes nothing, the transaction fails the creation', async () => {
+    test('a customer deleted while its creation ran: the creation fails with CUSTOMER_DELETING', async () => {
       const { operation } = await createCustomer(server, acme.live, 'oneshot-gone');
       const held = heldLook();
-      const { engine, answers } = engineWith(held);
+      const engine = engineWith(held);
       const pass = engine.runDue();
       await held.reached;
       const deleted = await partnerApi(server, 'DELETE', '/customers/oneshot-gone?mode=immediate', { token: acme.live });
@@ -197,10 +182,7 @@ for (const target of testDatabases()) {
       held.release();
       await pass;
       // The deletion took the lease back too: this look records nothing, the next one decides.
-      assert.deepEqual(answers, [false], 'no longer provisioning: the statement wrote nothing');
-      const { engine: next, answers: nextAnswers } = engineWith();
-      await next.runDue();
-      assert.deepEqual(nextAnswers, [false], 'nor on the next look');
+      await engineWith().runDue();
       const creation = await server.database.db
         .selectFrom('operations')
         .select(['status', 'error_code'])

@@ -2,14 +2,12 @@ import { sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
 import type { CapacityTables } from '../capacity/tables.ts';
-import type { EventData } from '../events/payloads.ts';
-import { announceRecordedEvent, boundEventInsertOf, type EventValues, eventValues, newEvent } from '../events/store.ts';
+import { type EventData, newEvent } from '../events/payloads.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import { modeNowMs } from '../infra/mode.ts';
-import { type OutcomeValues, outcomeUpdate, outcomeWhole } from '../operations/claims.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail, inOrder } from '../operations/handler.ts';
 import type { OperationRow, OperationTables } from '../operations/tables.ts';
@@ -19,7 +17,7 @@ import type { PartnerTables } from '../partners/tables.ts';
 import type { Platform, PlatformContext, Progress } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
 import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
-import { PROJECT_VIEW_COLUMNS, projectForPlatform, projectViewJson, settleProvisioningProject } from '../projects/store.ts';
+import { PROJECT_VIEW_COLUMNS, projectForPlatform, settleProvisioningProject } from '../projects/store.ts';
 import type { ProjectTables } from '../projects/tables.ts';
 import { type UserService, userSpec } from '../users/service.ts';
 import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
@@ -102,29 +100,6 @@ function settleCreation(to: 'active' | 'failed') {
 }
 const settleCreated = settleCreation('active');
 const settleFailedCreation = settleCreation('failed');
-
-/**
- * The creation's whole commit as one statement, with no transaction around it: the
- * customer settles with its first project and a ready one's owner (`settlingParts`), the outcome is
- * recorded under the engine's lease, and the event is written with the project's view built from the
- * settled row. Nothing when the customer is no longer provisioning (no row: the transaction's path
- * decides); the statement fails in `outcomeWhole`'s guard, writing nothing, when the customer settled
- * but its project or the outcome did not (a project no longer provisioning, a lease lost).
- */
-function settleCreationAlone(to: 'active' | 'failed') {
-  return precompile((db: StepsDb, a: OutcomeValues & EventValues & { uid: string; project: string; cidr: string | null }) => {
-    // The bound payload's `project` (null) gives way to the settled project's view.
-    const data = sql`${a.eventData}::jsonb || jsonb_build_object('project', (select ${projectViewJson('project')} from project))`;
-    return settlingParts(db, a, to)
-      .with('finished', (qc) => outcomeUpdate(qc, a).where(sql<boolean>`exists (select 1 from project)`).returning('id'))
-      .with('event', (qc) => boundEventInsertOf(qc, a, data, sql<boolean>`exists (select 1 from finished)`))
-      .selectFrom('settled')
-      .select(outcomeWhole(sql<boolean>`exists (select 1 from finished)`, a.id).as('whole'))
-      .select((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state'));
-  });
-}
-const settleCreatedAlone = settleCreationAlone('active');
-const settleFailedCreationAlone = settleCreationAlone('failed');
 
 /** The event announcing a creation's end: `customer.ready` or `customer.failed`, with the first project's view. */
 function creationEvent(
@@ -225,17 +200,6 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
         if (customer) project = await settleFirstProject(trx, customer.uid, projectName, false, ctx.now, cidr);
       }
       return { outcome: final, event: creationEvent(op, final, state, project, ctx.now) };
-    },
-    // The common case, a customer still provisioning with its first project, in one statement.
-    async finishAlone(db, op, outcome, ctx, recording) {
-      const settle = outcome.state === 'done' ? settleCreatedAlone : settleFailedCreationAlone;
-      const event = eventValues(creationEvent(op, outcome, outcome.state === 'done' ? 'active' : 'failed', null, ctx.now));
-      const [settled] = (
-        await settle(db, { ...recording, ...event, uid: op.customer_uid, project: op.project ?? 'default', cidr: learnedRange(outcome) })
-      ).rows;
-      if (!settled) return false;
-      announceRecordedEvent(settled.delivery_state);
-      return true;
     },
   });
 

@@ -7,7 +7,7 @@ import { Project } from '../projects/schemas.ts';
 import { EventBody } from './schemas.ts';
 
 /**
- * partner-api.md, Event kinds: the `data` of every event, defined once. `recordEvent` is typed by
+ * partner-api.md, Event kinds: the `data` of every event, defined once. `EventService.record` is typed by
  * these (the server cannot record a payload the document does not describe), the OpenAPI document's
  * `webhooks` section is built from them, and the SDK's `WebhookEvent` union is generated from that.
  */
@@ -89,6 +89,9 @@ export interface NewEvent<T extends EventType = EventType> {
   /** The partner's mode clock at the change. */
   at: Date;
 }
+
+/** An event as recorded, with the id it was given (which is also its webhook delivery's). */
+export type RecordedEvent<T extends EventType = EventType> = NewEvent<T> & { id: string };
 
 /** An event typed by its kind's payload (`payloads.ts`), for an operation's outcome to announce (`Finished`). */
 export function newEvent<T extends EventType>(event: NewEvent<T>): NewEvent {

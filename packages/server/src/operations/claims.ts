@@ -1,5 +1,4 @@
 import { type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
-import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -182,17 +181,8 @@ export function outcomeUpdate(qc: QueryCreator<OperationTables>, a: OutcomeValue
   return qc.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease);
 }
 
-/** Every operation ends through one of these two statements (or a handler's own, built on `outcomeUpdate`): compiled once. */
+/** Every operation ends through this statement (or a handler's own, built on `outcomeUpdate`): compiled once. */
 const recordOutcome = precompile((db: Db<OperationTables>, a: OutcomeValues) => outcomeUpdate(db, a));
-const recordOutcomeWithEvent = precompile((db: Db<OperationTables>, a: OutcomeValues & EventValues) =>
-  db
-    .with('event', (qc) => boundEventInsert(qc, a))
-    .updateTable('operations')
-    .set(outcomeSet(a))
-    .where('id', '=', a.id)
-    .where('lease_owner', '=', a.lease)
-    .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
-);
 
 /** SQLSTATE of `operation_outcome_whole` (migration 0037): a one-statement outcome that would have been partial. */
 const NOT_WHOLE = 'TN001';
@@ -214,22 +204,10 @@ export function isOutcomeNotWhole(error: unknown): boolean {
 }
 
 /**
- * Records an operation's outcome (its lease given back), and the event announcing it when there is
- * one, in one statement of the finishing transaction, only while the claim that looked
- * still holds the operation's lease. Answers whether it did (if not, the caller rolls its transaction
- * back: the event was written by the same statement).
+ * Records an operation's outcome (its lease given back) in the finishing transaction, only while the
+ * claim that looked still holds the operation's lease. Answers whether it did (if not, the caller
+ * rolls its transaction back).
  */
-export async function finishOperation(
-  trx: Db<OperationTables>,
-  op: DueOperation,
-  outcome: FinalOutcomeValue,
-  now: Date,
-  event?: NewEvent,
-): Promise<boolean> {
-  const values = outcomeValues(op, outcome, now);
-  if (!event) return ((await recordOutcome(trx, values)).numAffectedRows ?? 0n) > 0n;
-  const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
-  if (!finished) return false;
-  announceRecordedEvent(finished.delivery_state);
-  return true;
+export async function finishOperation(trx: Db<OperationTables>, op: DueOperation, outcome: FinalOutcomeValue, now: Date): Promise<boolean> {
+  return ((await recordOutcome(trx, outcomeValues(op, outcome, now))).numAffectedRows ?? 0n) > 0n;
 }
