@@ -1,4 +1,4 @@
-import { type Expression, type QueryCreator, type SqlBool, sql } from 'kysely';
+import { type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -187,18 +187,7 @@ const recordOutcome = precompile((db: Db<OperationTables>, a: OutcomeValues) => 
 /** SQLSTATE of `operation_outcome_whole` (migration 0037): a one-statement outcome that would have been partial. */
 const NOT_WHOLE = 'TN001';
 
-/**
- * True when the statement's outcome was recorded whole; otherwise the statement fails with
- * `NOT_WHOLE` and nothing it wrote stays. For a statement that writes an outcome with the changes it
- * announces and must not commit some without the others (the lease was lost, a row it settles was no
- * longer as expected): its own transaction, without a round trip to open one and one to close it.
- * A function: PostgreSQL may evaluate a constant expression at planning, but never a volatile call.
- */
-export function outcomeWhole(recorded: Expression<SqlBool>, operationId: string) {
-  return sql<boolean>`operation_outcome_whole(${recorded}, ${operationId})`;
-}
-
-/** The statement failed in `outcomeWhole`'s guard: it wrote nothing. */
+/** The statement failed in the guard of `operation_outcome_whole`: it wrote nothing. */
 export function isOutcomeNotWhole(error: unknown): boolean {
   return (error as { code?: unknown } | null)?.code === NOT_WHOLE;
 }

@@ -46,21 +46,6 @@ export async function findProject(db: Db<ProjectTables>, customerUid: string, na
 /** The columns of a project's API view (`toProject`). */
 export const PROJECT_VIEW_COLUMNS = ['name', 'state', 'namespace', 'cidr', 'created_at', 'updated_at'] as const;
 
-/** A timestamp column as `Date.prototype.toISOString` writes it (the API's timestamps hold milliseconds). */
-const isoTimestamp = (column: string) => sql<string>`to_char(${sql.ref(column)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
-/**
- * `toProject` in SQL: the view of the project row named `from` (a table or a statement's part) as
- * jsonb, for an event built by the statement that settles the project. The tests hold
- * it to `toProject` of the same row.
- */
-export function projectViewJson(from: string) {
-  const column = (name: (typeof PROJECT_VIEW_COLUMNS)[number]) => `${from}.${name}`;
-  return sql<Project>`jsonb_build_object(
-    'name', ${sql.ref(column('name'))}, 'state', ${sql.ref(column('state'))}, 'namespace', ${sql.ref(column('namespace'))},
-    'cidr', ${sql.ref(column('cidr'))}, 'created_at', ${isoTimestamp(column('created_at'))}, 'updated_at', ${isoTimestamp(column('updated_at'))})`;
-}
-
 /**
  * The project, if it is still provisioning, turned `to` (its lock taken by the update), returning its
  * view's columns; nothing when it is not provisioning or gone. A builder: the customer's creation
