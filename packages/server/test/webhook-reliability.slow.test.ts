@@ -127,8 +127,8 @@ async function churn(url: () => string, token: string, id: string, progress: { d
 }
 
 /**
- * The partner's events that no delivery outcome has closed yet, read once every process has stopped:
- * an event still pending would be sent (again) by the next process, so none may be left.
+ * The partner's deliveries that no outcome has closed yet, read once every process has stopped:
+ * a delivery still pending would be sent (again) by the next process, so none may be left.
  */
 async function pendingDeliveries(env: Record<string, string>): Promise<string[]> {
   const database = await openAppDatabase(
@@ -138,10 +138,10 @@ async function pendingDeliveries(env: Record<string, string>): Promise<string[]>
   );
   try {
     const rows = await database.db
-      .selectFrom('events')
-      .select(['id', 'delivery_state'])
+      .selectFrom('webhook_deliveries')
+      .select('id')
       .where('partner_id', '=', 'burst')
-      .where('delivery_state', '=', 'pending')
+      .where('state', '=', 'pending')
       .execute();
     return rows.map((row) => row.id);
   } finally {

@@ -215,8 +215,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     await services.engine.start(options.enginePollMs);
     const partnerWatcher = config.watchPartners ? await startPartnerWatcher(config.watchPartners, services, logger) : undefined;
     await services.dispatcher.start(options.webhookPollMs);
-    // Events committed here wake the dispatcher at once; the poll interval covers other processes' events.
-    const stopEventWakes = services.events.onRecorded(() => services.dispatcher.eventsRecorded());
+    // Deliveries queued here wake the dispatcher at once; the poll interval covers other processes' events.
+    const stopEventWakes = services.webhooks.onQueued(() => services.dispatcher.eventsRecorded());
     // PGlite has no autovacuum (a single-user backend): the server does its work. A
     // PostgreSQL server's own autovacuum does it there.
     const upkeep = database.embedded
@@ -230,6 +230,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       services.console.deleteExpired().catch((err: unknown) => logger.warn({ err }, 'console cleanup failed'));
       services.vms.deleteOrphanRecords().catch((err: unknown) => logger.warn({ err }, 'console VM records cleanup failed'));
       services.events.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'event cleanup failed'));
+      services.webhooks.deleteExpired(now).catch((err: unknown) => logger.warn({ err }, 'webhook delivery cleanup failed'));
       try {
         database.secureFiles();
       } catch (err) {

@@ -140,16 +140,20 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     callMs: options.sandboxCallMs,
   });
   const platform = platformRouter({ live: options.livePlatform?.(sandbox) ?? sandbox, test: sandbox });
+  const guard = new DestinationGuard(options.webhookResolver);
+  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger, idleSocketsPerReceiver: options.webhookConcurrency });
+  const webhooks = new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger });
+  // Every event is recorded here; the webhooks module queues its delivery in the same transaction.
+  const events = new EventService({ db, cursors, recorded: (trx, event) => webhooks.eventRecorded(wholeDatabase(trx), event) });
   const engine = new OperationEngine({
     db,
     clock,
     logger,
     concurrency: options.engineConcurrency ?? (embedded ? 1 : 8),
     exclusive: embedded,
+    recordEvent: (trx, event) => events.record(wholeDatabase(trx), event),
   });
   const onOperationOpened = () => engine.kick();
-  const guard = new DestinationGuard(options.webhookResolver);
-  const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger, idleSocketsPerReceiver: options.webhookConcurrency });
   // Console access ends with the person, the customer's or the partner's suspension, in the
   // statement or transaction that makes the change; the console module is built last, so the
   // person's and the partner's call it late (a customer's is its store's statement parts).
@@ -164,6 +168,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     onOperationOpened,
     provisioningMs: options.sandboxDelayMs,
     revokeConsoleAccess: (trx, uid) => console().revokeCustomer(wholeDatabase(trx), uid),
+    events,
   });
   const customerOfProjectsAndUsers = customerAccess(customers);
   const projects = new ProjectService({ db, cursors, customers: customerOfProjectsAndUsers, onOperationOpened });
@@ -219,9 +224,9 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     vms: new ConsoleVmService({ db, clock, platform, images, partnerCache }),
     images,
     testHelpers: new TestHelperService({ db, clock, sandbox, customers, engine, partnerCache }),
-    events: new EventService({ db, cursors }),
+    events,
     eventStreams: new EventStreams({ db, logger: options.logger, options: options.eventStreams }),
-    webhooks: new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger }),
+    webhooks,
     dispatcher: new WebhookDispatcher({
       db,
       clock,
@@ -243,6 +248,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
       },
       retryAfterS: customers.retryAfterS,
       changed: onOperationOpened,
+      events,
     }),
     usage: new UsageService({ db, cursors, platform }),
   };

@@ -1,5 +1,5 @@
 import { platformContext, type Tenant } from '../auth/tenant.ts';
-import { recordEvent } from '../events/store.ts';
+import type { EventRecorder } from '../events/service.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
@@ -80,18 +80,27 @@ export class QuotaService {
   readonly #retryAfterS: number;
   readonly #changed: () => void;
   readonly #customers: QuotaCustomers;
+  readonly #events: EventRecorder;
 
   /**
    * `retryAfterS`: NOT_READY's Retry-After; `changed`: called after a change commits, so
    * the platform applies the new quota soon (the quota sweep does, in the background:
    * the answer never waits on the platform).
    */
-  constructor(deps: { db: QuotaDb; platform: Platform; customers: QuotaCustomers; retryAfterS: number; changed: () => void }) {
+  constructor(deps: {
+    db: QuotaDb;
+    platform: Platform;
+    customers: QuotaCustomers;
+    retryAfterS: number;
+    changed: () => void;
+    events: EventRecorder;
+  }) {
     this.#db = deps.db;
     this.#customers = deps.customers;
     this.#platform = deps.platform;
     this.#retryAfterS = deps.retryAfterS;
     this.#changed = deps.changed;
+    this.#events = deps.events;
   }
 
   async get(tenant: Tenant, id: string): Promise<Quota> {
@@ -202,8 +211,8 @@ export class QuotaService {
       await this.#customers.touch(trx, customer.uid, tenant.now);
       await saveAllocation(trx, tenant.partnerId, tenant.mode, add(subtract(allocated, row.quota), quota));
       const event = { partnerId: tenant.partnerId, mode: tenant.mode, at: tenant.now };
-      await recordEvent(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(id, updated) } });
-      if (plan) await recordEvent(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
+      await this.#events.record(trx, { ...event, type: 'customer.quota_changed', data: { customer_id: id, quota: toQuota(id, updated) } });
+      if (plan) await this.#events.record(trx, { ...event, type: 'customer.plan_changed', data: { customer_id: id, plan_id: plan.id } });
       return answerWith(trx, answer(id, updated));
     });
     // The platform applies the new quota after the commit (an organization's plan and the quota objects it derives).

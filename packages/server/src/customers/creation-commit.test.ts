@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { createCustomer, eventsOf, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
+import { wholeDatabase } from '../app/database.ts';
 import { OperationEngine } from '../operations/engine.ts';
 import type { FinalOutcome, OperationHandler } from '../operations/handler.ts';
 import { expediteCustomerOperations } from '../operations/store.ts';
@@ -55,6 +56,7 @@ for (const target of testDatabases()) {
         clock: server.clock,
         logger: server.services.options.logger,
         concurrency: 1,
+        recordEvent: (trx, event) => server.services.events.record(wholeDatabase(trx), event),
       });
       engine.register('customer.create', {
         ...real,

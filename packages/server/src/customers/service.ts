@@ -3,7 +3,7 @@ import type { AuditTables } from '../audit/tables.ts';
 import { platformContext, type Tenant } from '../auth/tenant.ts';
 import { customerPlanId } from '../capacity/customer-quotas.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
-import { recordEvent } from '../events/service.ts';
+import type { EventRecorder } from '../events/service.ts';
 import type { EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
@@ -67,6 +67,7 @@ export interface CustomerServiceDeps {
    */
   /** Ends the customer's console access in the caller's transaction (the console module's rows). */
   revokeConsoleAccess: (trx: CustomerServiceDb, customerUid: string) => Promise<void>;
+  events: EventRecorder;
 }
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -155,7 +156,7 @@ export class CustomerService {
       requireActiveCustomer(row, 'suspend it', this.retryAfterS);
       const updated = await setCustomerStatus(trx, row, 'suspended', changes);
       await revokeConsoleAccess(trx, row.uid);
-      await recordEvent(trx, suspendedEvent(updated, running));
+      await this.#deps.events.record(trx, suspendedEvent(updated, running));
       return answerWith(trx, suspendResult(updated, running));
     });
   }
@@ -181,7 +182,7 @@ export class CustomerService {
       if (row.status === 'active') return resumeResult(row, running, false);
       this.#requireResumable(row);
       const updated = await setCustomerStatus(trx, row, 'active', changes);
-      await recordEvent(trx, resumedEvent(row, now, running, cancels(row)));
+      await this.#deps.events.record(trx, resumedEvent(row, now, running, cancels(row)));
       return answerWith(trx, resumeResult(updated, running, cancels(row)));
     });
   }
@@ -224,7 +225,7 @@ export class CustomerService {
         grace_days: graceDays,
         updated_at: now,
       });
-      await recordEvent(trx, {
+      await this.#deps.events.record(trx, {
         partnerId: tenant.partnerId,
         mode: tenant.mode,
         type: 'customer.deletion_scheduled',

@@ -9,7 +9,7 @@ export const PING_DATA = Type.Object({ message: Type.String() });
  * partner-api.md, Event kinds: the schema of every event's `data`, by kind. The module that records a
  * kind declares its schema beside its own (`customers/events.ts`, `projects/events.ts`,
  * `capacity/events.ts`) and adds it here by declaration merging, as Fastify's decorators are typed, so
- * that this module knows none of theirs. `recordEvent` is typed by them (the server cannot record a
+ * that this module knows none of theirs. `EventService.record` is typed by them (the server cannot record a
  * payload the document does not describe), the OpenAPI document's `webhooks` section is built from them
  * (`openapi/events.ts`), and the SDK's `WebhookEvent` union is generated from that.
  */
@@ -62,6 +62,9 @@ export interface NewEvent<T extends EventType = EventType> {
   /** The partner's mode clock at the change. */
   at: Date;
 }
+
+/** An event as recorded, with the id it was given (which is also its webhook delivery's). */
+export type RecordedEvent<T extends EventType = EventType> = NewEvent<T> & { id: string };
 
 /** An event typed by its kind's payload (`EventSchemas`), for an operation's outcome to announce (`Finished`). */
 export function newEvent<T extends EventType>(event: NewEvent<T>): NewEvent {

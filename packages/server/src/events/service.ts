@@ -2,29 +2,47 @@ import type { Tenant } from '../auth/tenant.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { validationError } from '../infra/errors/catalogue.ts';
 import { type CursorCodec, type Page, toPage } from '../infra/pagination/cursor.ts';
+import { EVENT_TYPES, type EventType, type NewEvent, type RecordedEvent } from './payloads.ts';
 import { type EventBody, toEventBody } from './schemas.ts';
-import { EVENT_TYPES, type EventType, recordEvent as insertEvent, type NewEvent, onEventsRecorded } from './store.ts';
+import { insertEvent } from './store.ts';
 import type { EventTables } from './tables.ts';
 
 /** CONTRACT §4, Events: event bodies are kept 30 days. */
 export const EVENT_RETENTION_MS = 30 * 24 * 60 * 60 * 1000;
 
 /**
- * Records an event in the caller's transaction, the one that made the change it reports (the outbox):
- * the change and its event commit together or not at all. Answers the event's id.
+ * Told of each event in the transaction that records it, before that transaction commits: what it
+ * writes commits with the event or not at all (the composition root wires the webhooks module here).
  */
-export function recordEvent<T extends EventType>(trx: Db<EventTables>, event: NewEvent<T>): Promise<string> {
-  return insertEvent(trx, event);
+export type EventRecordedListener = (trx: Db<EventTables>, event: RecordedEvent) => Promise<void>;
+
+export interface EventServiceDeps {
+  db: Db<EventTables>;
+  cursors: CursorCodec;
+  recorded: EventRecordedListener;
 }
 
-/** `GET /events`: the polling twin of every webhook. */
+/** The record of what happened to a partner's customers: written with each change, read by `GET /events`. */
 export class EventService {
   readonly #db: Db<EventTables>;
   readonly #cursors: CursorCodec;
+  readonly #recorded: EventRecordedListener;
 
-  constructor(deps: { db: Db<EventTables>; cursors: CursorCodec }) {
+  constructor(deps: EventServiceDeps) {
     this.#db = deps.db;
     this.#cursors = deps.cursors;
+    this.#recorded = deps.recorded;
+  }
+
+  /**
+   * Records an event in the caller's transaction, the one that made the change it reports (the
+   * outbox): the change and its event commit together or not at all, so no event is lost or recorded
+   * twice. Answers the event's id.
+   */
+  async record<T extends EventType>(trx: Db<EventTables>, event: NewEvent<T>): Promise<string> {
+    const recorded = await insertEvent(trx, event);
+    await this.#recorded(trx, recorded);
+    return recorded.id;
   }
 
   async list(tenant: Tenant, query: { limit: number; cursor?: string | undefined; type?: string | undefined }): Promise<Page<EventBody>> {
@@ -54,20 +72,14 @@ export class EventService {
     return toPage(rows, query.limit, toEventBody, (last) => cursors.encode('events', filters, [last.id]));
   }
 
-  /**
-   * Calls `listener` after each commit that recorded events (the webhook dispatcher wakes on it).
-   * Returns the function that stops the calls.
-   */
-  onRecorded(listener: () => void): () => void {
-    return onEventsRecorded(listener);
-  }
-
-  /** Drops event bodies older than the retention (their deliveries ended long before). */
+  /** Drops event bodies older than the retention (a webhook delivery keeps its own copy). */
   async deleteExpired(now: Date): Promise<void> {
     await this.#db
       .deleteFrom('events')
       .where('created_at', '<', new Date(now.getTime() - EVENT_RETENTION_MS))
-      .where('delivery_state', '!=', 'pending')
       .execute();
   }
 }
+
+/** What a module that records events needs of this service. */
+export type EventRecorder = Pick<EventService, 'record'>;

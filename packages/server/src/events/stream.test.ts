@@ -5,7 +5,6 @@ import { checkContract } from '../../test/contract.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { activeCustomer, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
 import { idFloor, idTimeMs } from '../infra/ids.ts';
-import { initialDeliveryState } from '../webhooks/store.ts';
 
 interface Message {
   id?: string;
@@ -146,7 +145,6 @@ for (const target of testDatabases()) {
           type: 'customer.plan_changed',
           data: JSON.stringify({ customer_id: 'late-newer', plan_id: 'standard' }),
           created_at: server.clock.now(),
-          delivery_state: initialDeliveryState(acme.id, 'test', 'customer.plan_changed'),
         })
         .execute();
       await stream.until(() => (stream.events() ?? []).some((e) => e.id === lateId), 'the late event');

@@ -1,5 +1,4 @@
 import { sql } from 'kysely';
-import { announceRecordedEvent, boundEventInsert, type EventValues, eventValues, type NewEvent } from '../events/store.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -173,37 +172,16 @@ function outcomeValues(op: DueOperation, outcome: FinalOutcomeValue, now: Date):
 
 type FinalOutcomeValue = { state: 'done' } | { state: 'failed'; code: FailureCode; message: string };
 
-/** Every operation ends through one of these two statements, only while `a.lease` is still its own: compiled once. */
+/** Every operation ends through this statement, only while `a.lease` is still its own: compiled once. */
 const recordOutcome = precompile((db: Db<OperationTables>, a: OutcomeValues) =>
   db.updateTable('operations').set(outcomeSet(a)).where('id', '=', a.id).where('lease_owner', '=', a.lease),
 );
-const recordOutcomeWithEvent = precompile((db: Db<OperationTables>, a: OutcomeValues & EventValues) =>
-  db
-    .with('event', (qc) => boundEventInsert(qc, a))
-    .updateTable('operations')
-    .set(outcomeSet(a))
-    .where('id', '=', a.id)
-    .where('lease_owner', '=', a.lease)
-    .returning((eb) => eb.selectFrom('event').select('delivery_state').as('delivery_state')),
-);
 
 /**
- * Records an operation's outcome (its lease given back), and the event announcing it when there is
- * one, in one statement of the finishing transaction, only while the claim that looked
- * still holds the operation's lease. Answers whether it did (if not, the caller rolls its transaction
- * back: the event was written by the same statement).
+ * Records an operation's outcome (its lease given back) in the finishing transaction, only while the
+ * claim that looked still holds the operation's lease. Answers whether it did (if not, the caller
+ * rolls its transaction back).
  */
-export async function finishOperation(
-  trx: Db<OperationTables>,
-  op: DueOperation,
-  outcome: FinalOutcomeValue,
-  now: Date,
-  event?: NewEvent,
-): Promise<boolean> {
-  const values = outcomeValues(op, outcome, now);
-  if (!event) return ((await recordOutcome(trx, values)).numAffectedRows ?? 0n) > 0n;
-  const [finished] = (await recordOutcomeWithEvent(trx, { ...values, ...eventValues(event) })).rows;
-  if (!finished) return false;
-  announceRecordedEvent(finished.delivery_state);
-  return true;
+export async function finishOperation(trx: Db<OperationTables>, op: DueOperation, outcome: FinalOutcomeValue, now: Date): Promise<boolean> {
+  return ((await recordOutcome(trx, outcomeValues(op, outcome, now))).numAffectedRows ?? 0n) > 0n;
 }

@@ -3,8 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
-import type { Database } from '../app/database.ts';
-import { newEvent } from '../events/store.ts';
+import { type Database, wholeDatabase } from '../app/database.ts';
+import { newEvent } from '../events/payloads.ts';
 import { systemClock } from '../infra/clock.ts';
 import { OperationEngine } from './engine.ts';
 import type { OperationHandler, StepOutcome } from './handler.ts';
@@ -86,6 +86,7 @@ for (const target of testDatabases()) {
         clock: options.real ? systemClock : server.clock,
         logger: server.services.options.logger,
         concurrency: 1,
+        recordEvent: (trx, event) => server.services.events.record(wholeDatabase(trx), event),
         ...options,
       });
     const lease = async (id: string) =>

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { NewEvent } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -60,6 +61,8 @@ export interface OperationEngineDeps<Tables extends OperationTables = OperationT
   exclusive?: boolean;
   /** The lease (default `LEASE_MS`; tests shorten it). */
   leaseMs?: number;
+  /** Records the event a finished operation announces, in its finishing transaction (the events module's `record`). */
+  recordEvent: (trx: Db<OperationTables>, event: NewEvent) => Promise<unknown>;
 }
 
 /**
@@ -359,7 +362,8 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
         // claim took the operation over (ours ran out, or a deletion took the lease back and a process,
         // this one or another, claimed it again), that look decides, and everything this transaction
         // wrote goes back with the error.
-        if (!(await finishOperation(ownTables(trx), op, final, ctx.now, event))) throw new LeaseLost();
+        if (!(await finishOperation(ownTables(trx), op, final, ctx.now))) throw new LeaseLost();
+        if (event) await this.#deps.recordEvent(ownTables(trx), event);
         return final;
       })
       .catch((error: unknown) => {

@@ -1,7 +1,6 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import { serializeEventBody } from '../events/schemas.ts';
-import type { DeliveryState, EventTables } from '../events/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import type { KeyMode } from '../infra/mode.ts';
@@ -13,10 +12,9 @@ import type { AttemptResult, WebhookSender } from './sender.ts';
 import { deliveryHeaders } from './service.ts';
 import { signDelivery } from './signature.ts';
 import { appendAttempts, type DeliveryTarget, type NewAttempt } from './store.ts';
-import type { WebhookTables } from './tables.ts';
+import type { DeliveryState, WebhookTables } from './tables.ts';
 
-/** Delivery state lives on the events module's rows. */
-type DispatcherDb = Db<WebhookTables & EventTables>;
+type DispatcherDb = Db<WebhookTables>;
 
 /** partner-api.md, Receiver response and retry rules: 5 attempts, retried after 1, 2, 8 and 60 seconds. */
 export const RETRY_DELAYS_MS = [1_000, 2_000, 8_000, 60_000] as const;
@@ -55,7 +53,7 @@ interface ClaimedRow {
   type: string;
   data: unknown;
   created_at: Date;
-  delivery_attempts: number;
+  attempts: number;
   signed_at: string | number | null;
   signature: string | null;
   /** The delivery's receiver as the claim found it; null when its partner has none (its deliveries are skipped). */
@@ -70,9 +68,9 @@ interface Outcome {
 }
 
 /**
- * Delivers the outbox. Every recorded event is a pending delivery; a pass claims the due ones with
- * a lease (a conditional update, so processes sharing a database never claim one twice), decides
- * from the receiver's configuration whether it is wanted, signs it once (the first attempt fixes
+ * Delivers the queued deliveries (`webhook_deliveries`, one per event a receiver wanted when it was
+ * recorded); a pass claims the due ones with a lease (a conditional update, so processes sharing a
+ * database never claim one twice), decides from the receiver's configuration whether it is still wanted, signs it once (the first attempt fixes
  * the timestamp and signature that every retry reuses) and sends it outside any transaction.
  * Outcomes are written in batches: the delivery's next state and the attempt in the log.
  */
@@ -101,10 +99,10 @@ export class WebhookDispatcher {
   async start(pollMs = 1_000): Promise<void> {
     if (this.#deps.embedded) {
       await this.#deps.db
-        .updateTable('events')
-        .set({ delivery_lease_until: null })
-        .where('delivery_state', '=', 'pending')
-        .where('delivery_lease_until', 'is not', null)
+        .updateTable('webhook_deliveries')
+        .set({ lease_until: null })
+        .where('state', '=', 'pending')
+        .where('lease_until', 'is not', null)
         .execute();
     }
     this.#poller.start(pollMs);
@@ -159,19 +157,19 @@ export class WebhookDispatcher {
     }
     if (unwanted.length > 0) {
       await db
-        .updateTable('events')
-        .set({ delivery_state: DELIVERY_STATE.move('pending', 'skipped'), delivery_lease_until: null })
+        .updateTable('webhook_deliveries')
+        .set({ state: DELIVERY_STATE.move('pending', 'skipped'), lease_until: null })
         .where('id', '=', sql<string>`any(${unwanted}::text[])`)
-        .where('delivery_state', '=', 'pending')
+        .where('state', '=', 'pending')
         .execute();
     }
     // The signature is stored before the first send, so a retry after a crash sends the same one.
     if (signatures.length > 0) {
       await sql`
-        update events set signed_at = v.signed_at, signature = v.signature
+        update webhook_deliveries d set signed_at = v.signed_at, signature = v.signature
         from unnest(${signatures.map((s) => s.id)}::text[], ${signatures.map((s) => s.signedAt)}::bigint[],
           ${signatures.map((s) => s.signature)}::text[]) as v (id, signed_at, signature)
-        where events.id = v.id and events.signature is null`.execute(db);
+        where d.id = v.id and d.signature is null`.execute(db);
     }
     for (const send of sends) {
       const sending = this.#send(send.row, send.target, send.body).finally(() => {
@@ -227,7 +225,7 @@ export class WebhookDispatcher {
       result = { delivered: false, status: null, error: 'delivery failed unexpectedly', retry: true };
     }
     const now = clock.now();
-    const attempt = row.delivery_attempts + 1;
+    const attempt = row.attempts + 1;
     const again = !result.delivered && result.retry && attempt < MAX_ATTEMPTS;
     const state = DELIVERY_STATE.move('pending', result.delivered ? 'delivered' : again ? 'pending' : 'failed');
     const delay = RETRY_DELAYS_MS[attempt - 1] ?? 0;
@@ -272,7 +270,7 @@ export class WebhookDispatcher {
  * Claims due deliveries, each with its receiver as the same snapshot sees it (one round trip for both):
  * at most `free` in all, and per receiver (partner and mode) no more than `perReceiver`
  * in flight across every process, so one partner's backlog or dead receiver never takes another's turn.
- * Only configured receivers can have pending deliveries (`initialDeliveryState`), so the walk is one
+ * Only configured receivers can have pending deliveries (`queueDelivery`), so the walk is one
  * index probe per receiver. The update takes the picked rows by their place in
  * the table (`ctid`, a TID scan: a few pages whatever the backlog; joined by id, the planner hashes every
  * pending delivery to find them), and re-checks the state and the lease on the row's newest
@@ -283,22 +281,22 @@ async function claim(db: DispatcherDb, now: Date, leaseUntil: Date, free: number
     with due as materialized (
       select due.ctid from webhooks w
       cross join lateral (
-        select e.ctid from events e
-        where e.partner_id = w.partner_id and e.mode = w.mode and e.delivery_state = 'pending'
-          and (e.delivery_due_at is null or e.delivery_due_at <= ${now})
-          and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
-        order by e.delivery_due_at nulls first, e.id
+        select d.ctid from webhook_deliveries d
+        where d.partner_id = w.partner_id and d.mode = w.mode and d.state = 'pending'
+          and (d.due_at is null or d.due_at <= ${now})
+          and (d.lease_until is null or d.lease_until <= ${now})
+        order by d.due_at nulls first, d.id
         limit greatest(0, ${perReceiver}::integer - (
-          select count(*) from events b
-          where b.partner_id = w.partner_id and b.mode = w.mode and b.delivery_state = 'pending'
-            and b.delivery_lease_until is not null and b.delivery_lease_until > ${now}))
+          select count(*) from webhook_deliveries b
+          where b.partner_id = w.partner_id and b.mode = w.mode and b.state = 'pending'
+            and b.lease_until is not null and b.lease_until > ${now}))
       ) as due
       limit ${free})
     , claimed as (
-      update events e set delivery_lease_until = ${leaseUntil}
-      where e.ctid = any(array(select ctid from due))
-        and e.delivery_state = 'pending' and (e.delivery_lease_until is null or e.delivery_lease_until <= ${now})
-      returning e.id, e.partner_id, e.mode, e.type, e.data, e.created_at, e.delivery_attempts, e.signed_at, e.signature)
+      update webhook_deliveries d set lease_until = ${leaseUntil}
+      where d.ctid = any(array(select ctid from due))
+        and d.state = 'pending' and (d.lease_until is null or d.lease_until <= ${now})
+      returning d.id, d.partner_id, d.mode, d.type, d.data, d.created_at, d.attempts, d.signed_at, d.signature)
     select c.*, case when w.partner_id is null then null else json_build_object('partner_id', w.partner_id,
         'mode', w.mode, 'url', w.url, 'events', w.events, 'enabled', w.enabled, 'secret', w.secret,
         'allow_private_webhooks', p.allow_private_webhooks) end as target

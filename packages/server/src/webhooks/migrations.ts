@@ -71,4 +71,51 @@ export const webhookMigrations: Record<string, Migration> = {
       await sql`drop index events_delivery_due_idx`.execute(db);
     },
   },
+  '0046_webhooks_deliveries': {
+    async up(db: Kysely<unknown>) {
+      // The delivery leaves the events table for a table of this module: one row per event a receiver
+      // wants, carrying what it sends. Events no receiver wanted have no row.
+      await sql`
+        create table webhook_deliveries (
+          id text primary key,
+          partner_id text not null,
+          mode text not null,
+          type text not null,
+          data jsonb not null,
+          created_at timestamptz not null,
+          state text not null default 'pending',
+          attempts integer not null default 0,
+          due_at timestamptz,
+          lease_until timestamptz,
+          signed_at bigint,
+          signature text
+        )`.execute(db);
+      // The claim walks each receiver's pending deliveries in the order they are due, and counts those in flight.
+      await sql`
+        create index webhook_deliveries_due_idx on webhook_deliveries (partner_id, mode, due_at nulls first, id)
+        where state = 'pending'`.execute(db);
+      await sql`
+        create index webhook_deliveries_leased_idx on webhook_deliveries (partner_id, mode)
+        where state = 'pending' and lease_until is not null`.execute(db);
+      // Retention drops finished deliveries by age.
+      await sql`create index webhook_deliveries_created_idx on webhook_deliveries (created_at)`.execute(db);
+      // Deliveries still under way carry on where they were; finished ones are history the API never
+      // showed (the delivery log is `webhook_attempts`).
+      await sql`
+        insert into webhook_deliveries
+          (id, partner_id, mode, type, data, created_at, state, attempts, due_at, lease_until, signed_at, signature)
+        select id, partner_id, mode, type, data, created_at, delivery_state, delivery_attempts, delivery_due_at,
+          delivery_lease_until, signed_at, signature
+        from events where delivery_state = 'pending'`.execute(db);
+    },
+  },
+  '0047_webhooks_events_columns_drop': {
+    async up(db: Kysely<unknown>) {
+      // Their indexes (`events_delivery_*`) go with them.
+      await sql`
+        alter table events
+          drop column delivery_state, drop column delivery_attempts, drop column delivery_due_at,
+          drop column delivery_lease_until, drop column signed_at, drop column signature`.execute(db);
+    },
+  },
 };

@@ -1,9 +1,10 @@
 import type { Logger } from 'pino';
 import { requestTenant, type Tenant } from '../auth/tenant.ts';
-import type { EventData } from '../events/payloads.ts';
-import type { EventTables } from '../events/tables.ts';
+import type { EventData, RecordedEvent } from '../events/payloads.ts';
+import { EVENT_RETENTION_MS } from '../events/service.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
+import { afterCommit } from '../infra/db/transactions.ts';
 import { ApiError, notFound, validationError } from '../infra/errors/catalogue.ts';
 import { answerWith } from '../infra/idempotency/answer.ts';
 import type { IdempotentReplay } from '../infra/idempotency/plugin.ts';
@@ -26,11 +27,11 @@ import {
 import { secretFingerprint, type WebhookSecrets } from './secrets.ts';
 import type { WebhookSender } from './sender.ts';
 import { newSigningSecret, signDelivery } from './signature.ts';
-import { appendAttempts, findWebhook } from './store.ts';
+import { appendAttempts, findWebhook, queueDelivery } from './store.ts';
 import type { WebhookTables } from './tables.ts';
 
-/** The webhook service also reads events and writes idempotent answers. */
-type WebhookServiceDb = Db<WebhookTables & EventTables & IdempotencyTables>;
+/** The webhook service also writes idempotent answers. */
+type WebhookServiceDb = Db<WebhookTables & IdempotencyTables>;
 
 /** How long `previous_secret_valid_until` says retries signed with the old secret may still arrive. */
 export const PREVIOUS_SECRET_GRACE_MS = 5 * 60 * 1000;
@@ -50,9 +51,40 @@ export interface WebhookServiceDeps {
 /** partner-api.md, Webhook configuration and the webhook endpoints. */
 export class WebhookService {
   readonly #deps: WebhookServiceDeps;
+  readonly #queuedListeners = new Set<() => void>();
 
   constructor(deps: WebhookServiceDeps) {
     this.#deps = deps;
+  }
+
+  /**
+   * Queues the delivery of an event, in the transaction that records it, when the partner's receiver
+   * wants it; once that transaction commits, the listeners hear of it (the dispatcher wakes on it
+   * instead of polling). An event no receiver wants queues nothing and wakes nobody.
+   */
+  async eventRecorded(trx: Db<WebhookTables>, event: RecordedEvent): Promise<void> {
+    // After the insert: outside a transaction, the row is already there when the listeners hear of it.
+    if (await queueDelivery(trx, event)) afterCommit(this.#announceQueued);
+  }
+
+  /** One function for every transaction, so a transaction that queues several deliveries announces them once. */
+  readonly #announceQueued = () => {
+    for (const listener of this.#queuedListeners) listener();
+  };
+
+  /** Calls `listener` after each commit that queued deliveries. Returns the function that stops the calls. */
+  onQueued(listener: () => void): () => void {
+    this.#queuedListeners.add(listener);
+    return () => this.#queuedListeners.delete(listener);
+  }
+
+  /** Drops finished deliveries as old as the events they carried. */
+  async deleteExpired(now: Date): Promise<void> {
+    await this.#deps.db
+      .deleteFrom('webhook_deliveries')
+      .where('created_at', '<', new Date(now.getTime() - EVENT_RETENTION_MS))
+      .where('state', '!=', 'pending')
+      .execute();
   }
 
   async put(tenant: Tenant, request: PutWebhookRequest): Promise<WebhookConfig> {
@@ -159,11 +191,11 @@ export class WebhookService {
         .executeTakeFirst();
       if (removed.numDeletedRows === 0n) throw notFound('A webhook configuration');
       await trx
-        .updateTable('events')
-        .set({ delivery_state: DELIVERY_STATE.move('pending', 'skipped'), delivery_lease_until: null })
+        .updateTable('webhook_deliveries')
+        .set({ state: DELIVERY_STATE.move('pending', 'skipped'), lease_until: null })
         .where('partner_id', '=', tenant.partnerId)
         .where('mode', '=', tenant.mode)
-        .where('delivery_state', '=', 'pending')
+        .where('state', '=', 'pending')
         .execute();
       return answerWith(trx, { deleted: true as const });
     });

@@ -1,8 +1,9 @@
-import { sql } from 'kysely';
-import type { DeliveryState } from '../events/tables.ts';
+import { type Kysely, sql } from 'kysely';
+import type { RecordedEvent } from '../events/payloads.ts';
 import type { Db } from '../infra/db/handle.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
-import type { WebhookAttemptsTable, WebhooksTable, WebhookTables } from './tables.ts';
+import type { DeliveryState, WebhookAttemptsTable, WebhooksTable, WebhookTables } from './tables.ts';
 
 /** partner-api.md, Limits: the delivery log keeps the 50 most recent attempts. */
 export const DELIVERY_LOG_SIZE = 50;
@@ -18,19 +19,62 @@ export type DeliveryTarget = Pick<WebhookRow, 'partner_id' | 'mode' | 'url' | 'e
   allow_private_webhooks: boolean;
 };
 
+/** A new delivery's row as bound values: the arguments of a statement compiled once. */
+interface QueuedValues {
+  id: string;
+  partnerId: string;
+  mode: KeyMode;
+  type: string;
+  /** `eventFamily(type)`, bound apart. */
+  family: string;
+  /** The payload as JSON text. */
+  data: string;
+  at: Date;
+}
+
 /**
- * The delivery state a new event starts in, decided in the transaction that records it: `pending`
- * when its partner's receiver (of its mode) is enabled and its filter takes the event, `skipped`
- * otherwise. The filter rule is `filterMatches` (event-filter.ts) in SQL. A configuration changed
- * before the delivery is sent is checked again then. `family` is the event's (`eventFamily`), given
- * apart for a statement compiled once, where every value is bound.
+ * Inserts the delivery only when the event's partner has an enabled receiver (of its mode) whose filter
+ * takes the event: the filter rule is `filterMatches` (event-filter.ts) in SQL. A configuration changed
+ * before the delivery is sent is checked again then.
  */
-export function initialDeliveryState(partnerId: string, mode: KeyMode, event: string, family = eventFamily(event)) {
-  return sql<DeliveryState>`(case when exists (
-      select 1 from webhooks w
-      where w.partner_id = ${partnerId} and w.mode = ${mode} and w.enabled
-        and (cardinality(w.events) = 0 or w.events && array['*', ${event}, ${family}]::text[])
-    ) then 'pending' else 'skipped' end)`;
+const insertWanted = precompile((db: Kysely<WebhookTables>, a: QueuedValues) =>
+  db
+    .insertInto('webhook_deliveries')
+    .columns(['id', 'partner_id', 'mode', 'type', 'data', 'created_at'])
+    .expression(
+      db
+        .selectFrom('webhooks as w')
+        .select([
+          sql<string>`${a.id}::text`.as('id'),
+          'w.partner_id',
+          'w.mode',
+          sql<string>`${a.type}::text`.as('type'),
+          sql<unknown>`${a.data}::jsonb`.as('data'),
+          sql<Date>`${a.at}::timestamptz`.as('created_at'),
+        ])
+        .where('w.partner_id', '=', a.partnerId)
+        .where('w.mode', '=', a.mode)
+        .where('w.enabled', '=', true)
+        .where(sql<boolean>`(cardinality(w.events) = 0 or w.events && array['*', ${a.type}, ${a.family}]::text[])`),
+    ),
+);
+
+/**
+ * Queues the delivery of a newly recorded event, in the transaction that records it, when its
+ * partner's receiver wants it. Answers whether it did: an event no receiver wants leaves no row, so
+ * nothing waits for it.
+ */
+export async function queueDelivery(db: Db<WebhookTables>, event: RecordedEvent): Promise<boolean> {
+  const result = await insertWanted(db, {
+    id: event.id,
+    partnerId: event.partnerId,
+    mode: event.mode,
+    type: event.type,
+    family: eventFamily(event.type),
+    data: JSON.stringify(event.data),
+    at: event.at,
+  });
+  return (result.numAffectedRows ?? 0n) > 0n;
 }
 
 /** The filter entry naming every event of `event`'s kind: `customer.*` for `customer.ready`. */
@@ -81,12 +125,11 @@ export async function appendAttempts(
   }));
   await sql`
     with settled as (
-      update events set delivery_state = v.state, delivery_attempts = v.attempts, delivery_due_at = v.due_at,
-        delivery_lease_until = null
+      update webhook_deliveries d set state = v.state, attempts = v.attempts, due_at = v.due_at, lease_until = null
       from unnest(${settled.map((s) => s.id)}::text[], ${settled.map((s) => s.state)}::text[],
         ${settled.map((s) => s.attempts)}::integer[], ${settled.map((s) => s.dueAt?.toISOString() ?? null)}::timestamptz[])
         as v (id, state, attempts, due_at)
-      where events.id = v.id
+      where d.id = v.id
       returning 1),
     added as (
       insert into webhook_attempts (partner_id, mode, delivery_id, event, delivered, attempt, status, error, at)
