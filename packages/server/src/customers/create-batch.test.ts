@@ -5,7 +5,7 @@ import { startTestServer, type TestServer, testDatabases } from '../../test/harn
 import { customerBody, partnerWithModes } from '../../test/provisioning.ts';
 
 /**
- * A partner's concurrent creates commit together (ADR 0003): each gets its own answer, as if it had come
+ * A partner's concurrent creates commit together: each gets its own answer, as if it had come
  * alone in arrival order. A create refused by a check (its id taken by an earlier one, the partner's
  * maximum reached) fails alone; the others are written whole, counted once each and given their quota.
  */

@@ -6,7 +6,7 @@ import { SERVER_DATABASE_URL, startTestServer, type TestServer, testDatabases } 
 import { customerBody, eventually, lockWaiters, partnerWithModes } from '../../test/provisioning.ts';
 
 /**
- * Creates of a partner hold its row while they check and commit (ADR 0003): a create that waits for the
+ * Creates of a partner hold its row while they check and commit: a create that waits for the
  * row (another process holds it) is checked and counted once the lock is free, and one whose id was
  * taken meanwhile answers 409. PostgreSQL only: the lock is held here by a second connection, which the
  * embedded database does not have.

@@ -58,7 +58,7 @@ describe('kubernetes platform: failure mapping', {
   for (const [status, expected] of idpCases) {
     test(`the identity provider answering ${status} is ${expected}`, async () => {
       const org = fresh();
-      // Before it creates the Organization, the driver asks whether a realm of its name exists (ADR 0006).
+      // Before it creates the Organization, the driver asks whether a realm of its name exists.
       fx.keycloak?.failNext({ status, match: (r) => r.method === 'GET' && r.path === `/admin/realms/${org.organization}` });
       const first = await fx.platform.ensureOrganization(ctx, org);
       assert.equal(first.state === 'failed' ? `failed ${first.code}` : first.state, expected);
