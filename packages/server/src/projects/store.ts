@@ -13,14 +13,14 @@ export async function insertProject(trx: Db<ProjectTables>, row: ProjectRow): Pr
   await projectInsert(trx, row).execute();
 }
 
-/** The project's insert, to run alone or as a part of a create's one statement. */
+/** Projects' insert: one alone, or a batch of customers' first projects. */
 export function projectInsert(qc: QueryCreator<ProjectTables>, rows: ProjectRow | readonly ProjectRow[]) {
   return qc.insertInto('projects').values(rows);
 }
 
-/** Of `names`, those that are project namespaces on this platform scope (whoever's), as a subquery. */
-export function namespacesTaken(eb: ExpressionBuilder<ProjectTables, never>, scope: string, names: readonly string[]) {
-  return eb
+/** Of `names`, those that are project namespaces on this platform scope (whoever's). */
+export function namespacesTaken(qc: QueryCreator<ProjectTables>, scope: string, names: readonly string[]) {
+  return qc
     .selectFrom('projects')
     .select(['namespace', 'name', 'customer_id', 'partner_id'])
     .where('platform_scope', '=', scope)
@@ -31,10 +31,7 @@ export function namespacesTaken(eb: ExpressionBuilder<ProjectTables, never>, sco
 const PROJECT_FOR_PLATFORM = ['uid', 'name', 'namespace', 'cidr'] as const;
 export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[number]>;
 
-/**
- * The customer's project `name` as provisioning needs it, as a subquery: `customer.create` reads it with
- * its customer in one statement.
- */
+/** The customer's project `name` as provisioning needs it. */
 export function projectForPlatform(qc: QueryCreator<ProjectTables>, customerUid: string, name: string) {
   return qc.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('name', '=', name);
 }
@@ -48,8 +45,7 @@ export const PROJECT_VIEW_COLUMNS = ['name', 'state', 'namespace', 'cidr', 'crea
 
 /**
  * The project, if it is still provisioning, turned `to` (its lock taken by the update), returning its
- * view's columns; nothing when it is not provisioning or gone. A builder: the customer's creation
- * settles its first project in the statement that settles the customer.
+ * view's columns; nothing when it is not provisioning or gone.
  */
 export function settleProvisioningProject(
   qc: QueryCreator<ProjectTables>,

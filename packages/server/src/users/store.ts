@@ -14,7 +14,7 @@ export async function insertUser(trx: Db<UserTables>, row: UserRow): Promise<voi
   await userInsert(trx, row).execute();
 }
 
-/** The user's insert, to run alone or as a part of a create's one statement. */
+/** Users' insert: one alone, or a batch of customers' owners. */
 export function userInsert(qc: QueryCreator<UserTables>, rows: UserRow | readonly UserRow[]) {
   return qc.insertInto('users').values(rows);
 }
@@ -34,10 +34,7 @@ export async function findUser(db: Db<UserTables>, customerUid: string, username
 const USER_FOR_PLATFORM = ['username', 'email', 'role', 'is_owner', 'first_name', 'last_name'] as const;
 export type UserForPlatform = Pick<UserRow, (typeof USER_FOR_PLATFORM)[number]>;
 
-/**
- * The customer's owner as the platform needs it, as a subquery: `customer.create` reads it with its
- * customer and first project in one statement.
- */
+/** The customer's owner as the platform needs it. */
 export function ownerForPlatform(qc: QueryCreator<UserTables>, customerUid: string) {
   return qc.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('is_owner', '=', true);
 }
@@ -47,10 +44,7 @@ export async function setUserPlatformState(db: Db<UserTables>, uid: string, stat
   await db.updateTable('users').set({ platform_state: state, platform_state_at: at }).where('uid', '=', uid).execute();
 }
 
-/**
- * The owner made on the platform with its customer (nothing done when it already was): written by the
- * creation's commit, as a part of the statement that settles the customer.
- */
+/** The owner made on the platform with its customer (nothing done when it already was): written by the creation's commit. */
 export function ownerReadyUpdate(qc: QueryCreator<UserTables>, customerUid: string, at: Date) {
   return qc
     .updateTable('users')
