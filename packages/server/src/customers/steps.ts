@@ -110,8 +110,10 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
       if (!found?.quota) return fail('CUSTOMER_DELETED');
       const { quota, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
-      const owner = (await ownerForPlatformOf(db, customer.uid)) ?? null;
-      const project = await projectForPlatformOf(db, customer.uid, op.project ?? 'default');
+      const [owner, project] = await Promise.all([
+        ownerForPlatformOf(db, customer.uid).then((row) => row ?? null),
+        projectForPlatformOf(db, customer.uid, op.project ?? 'default'),
+      ]);
       const org = organizationRef(customer);
       const organization = { ...org, displayName: customer.display_name, planId: quota.plan_id };
       // The whole customer in one call where the driver takes it so; else one call at a time.

@@ -157,24 +157,29 @@ export async function setCustomerStatus(
 /**
  * A customer's creation settles it: `active` or `failed`, only from
  * `provisioning`. The update takes the customer's lock and finds the row only while it is still
- * provisioning.
+ * provisioning. Once a creation's commit: two shapes, each compiled once.
  */
+function settleProvisioning(to: 'active' | 'failed') {
+  return precompile((trx: Db<CustomerTables>, a: { uid: string; now: Date }) =>
+    trx
+      .updateTable('customers')
+      .set({ status: CUSTOMER_STATUS.move('provisioning', to), updated_at: a.now })
+      .where('uid', '=', a.uid)
+      .where('status', '=', 'provisioning')
+      .returningAll(),
+  );
+}
+const settleActive = settleProvisioning('active');
+const settleFailed = settleProvisioning('failed');
+
 export async function settleProvisioningCustomer(
   trx: Db<CustomerTables>,
   uid: string,
   to: 'active' | 'failed',
   now: Date,
 ): Promise<CustomerRow | undefined> {
-  return trx
-    .updateTable('customers')
-    .set({
-      status: CUSTOMER_STATUS.move('provisioning', to),
-      updated_at: now,
-    })
-    .where('uid', '=', uid)
-    .where('status', '=', 'provisioning')
-    .returningAll()
-    .executeTakeFirst();
+  const [row] = (await (to === 'active' ? settleActive : settleFailed)(trx, { uid, now })).rows;
+  return row;
 }
 
 /**

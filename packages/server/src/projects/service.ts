@@ -17,6 +17,7 @@ import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,
   findProject,
+  findProjectForPlatform,
   insertProject,
   listProjects,
   lockProject,
@@ -24,7 +25,6 @@ import {
   type ProjectForPlatform,
   type ProjectRow,
   projectCount,
-  projectForPlatform,
   projectInsert,
   projectNamed,
   setProjectState,
@@ -57,7 +57,7 @@ export function projectNamespacesTaken(
 
 /** The customer's project `name` as provisioning it on the platform needs it, if it exists. */
 export function projectForPlatformOf(db: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectForPlatform | undefined> {
-  return projectForPlatform(db, customerUid, name).executeTakeFirst();
+  return findProjectForPlatform(db, customerUid, name);
 }
 
 /** A customer's projects (CONTRACT §4): created and deleted by operations, read at any time. */

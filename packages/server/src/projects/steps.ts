@@ -71,7 +71,7 @@ export async function settleFirstProject(
   now: Date,
   cidr: string | null = null,
 ): Promise<Project | null> {
-  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now, cidr).executeTakeFirst();
+  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now, cidr);
   if (settled) return toProject(settled);
   const project = await lockProject(trx, customerUid, name);
   return project ? toProject(project) : null;

@@ -14,13 +14,13 @@ import type { UserCustomer, UserCustomers } from './customers.ts';
 import { UserReadiness } from './readiness.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
+  findOwnerForPlatform,
   findUser,
   findUserByUid,
   insertUser,
   listUsers,
-  ownerForPlatform,
-  ownerReadyUpdate,
   removeUserByUid,
+  setOwnerReady,
   setUserPlatformState,
   setUserRequiredActions,
   type UserForPlatform,
@@ -67,12 +67,12 @@ export async function addOwners(trx: Db<UserTables>, rows: readonly UserRow[]): 
 
 /** The customer's owner as the platform needs it, if it has one. */
 export function ownerForPlatformOf(db: Db<UserTables>, customerUid: string): Promise<UserForPlatform | undefined> {
-  return ownerForPlatform(db, customerUid).executeTakeFirst();
+  return findOwnerForPlatform(db, customerUid);
 }
 
 /** The owner was made on the platform with its customer: ready, in the caller's transaction (nothing done when it already was). */
 export async function ownerMadeReady(trx: Db<UserTables>, customerUid: string, at: Date): Promise<void> {
-  await ownerReadyUpdate(trx, customerUid, at).execute();
+  await setOwnerReady(trx, { customerUid, at });
 }
 
 /** A user as the platform names it. */
