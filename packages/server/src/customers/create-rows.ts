@@ -1,10 +1,11 @@
 import type { Tenant } from '../auth/tenant.ts';
 import { newId } from '../infra/ids.ts';
-import { newOperationRow, type OperationRow } from '../operations/store.ts';
+import { newOperation } from '../operations/service.ts';
+import type { OperationRow } from '../operations/tables.ts';
 import type { ProjectRow } from '../projects/tables.ts';
 import type { UserRow } from '../users/tables.ts';
 import type { CreateCustomerRequest } from './schemas.ts';
-import type { CustomerRow } from './store.ts';
+import type { CustomerRow } from './tables.ts';
 
 export type NewCustomerRows = { customer: CustomerRow; owner: UserRow; project: ProjectRow; operation: OperationRow };
 
@@ -76,7 +77,7 @@ export function newCustomerRows(
     created_at: now,
     updated_at: now,
   };
-  const operation = newOperationRow({
+  const operation = newOperation({
     partnerId: tenant.partnerId,
     mode: tenant.mode,
     type: 'customer.create',

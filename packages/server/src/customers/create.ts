@@ -1,4 +1,3 @@
-import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Tenant } from '../auth/tenant.ts';
 import { holdPool, type NewCustomerQuota, newCustomerQuota } from '../capacity/customer-quotas.ts';
 import type { CapacityTables } from '../capacity/tables.ts';
@@ -11,19 +10,19 @@ import { answersFor, currentAnswer, type PendingAnswer } from '../infra/idempote
 import type { IdempotencyTables } from '../infra/idempotency/tables.ts';
 import type { Operation } from '../operations/schemas.ts';
 import { toOperation } from '../operations/schemas.ts';
-import { assertOperationSlotFree, openOperationCount, operationInsert } from '../operations/store.ts';
+import { operationSlots, queueOperations } from '../operations/service.ts';
 import type { OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import { adjustCustomerCount, findPartnerForUpdate, type PartnerRow } from '../partners/store.ts';
-import type { PartnerTables } from '../partners/tables.ts';
+import { countPartnerCustomers, lockPartner } from '../partners/service.ts';
+import type { PartnerRow, PartnerTables } from '../partners/tables.ts';
 import { NAMESPACE_MAX, reservedUsername } from '../platform/names.ts';
-import { namespacesTaken, projectInsert } from '../projects/store.ts';
+import { addFirstProjects, projectNamespacesTaken } from '../projects/service.ts';
 import type { ProjectTables } from '../projects/tables.ts';
-import { userInsert } from '../users/store.ts';
+import { addOwners } from '../users/service.ts';
 import type { UserTables } from '../users/tables.ts';
 import { type NewCustomerRows, newCustomerRows } from './create-rows.ts';
 import { type CreateCustomerRequest, type Customer, toCustomer } from './schemas.ts';
-import { customerIdsTaken, customerInsert, organizationsTaken } from './store.ts';
+import { customerNamesTaken, insertCustomers } from './store.ts';
 import type { CustomerTables } from './tables.ts';
 
 /** A creation writes the customer with its project, owner, operation, quota, allocation and partner count in one transaction. */
@@ -64,7 +63,7 @@ interface PendingCreate {
  *
  * Every create of a partner must hold the partner's row (its count, names and pool stay exact), so
  * creates of a partner and mode commit together: one transaction at a time per process, holding the
- * creates that arrived while the one before ran (ADR 0003). A create checked alone and a create checked
+ * creates that arrived while the one before ran. A create checked alone and a create checked
  * in a batch go through the same code; each gets its own answer, and one refused never fails the others.
  */
 export class CustomerCreation {
@@ -115,20 +114,20 @@ export class CustomerCreation {
 
   /**
    * One transaction for a partner's creates: the partner's row and its capacity allocation locked (the
-   * order every path locks them in), what the creates' checks need read in one statement, each create
-   * checked in turn against the others before it, the accepted ones' rows, count and allocation written
-   * in one statement, their answers, the commit.
+   * order every path locks them in), the names taken and the open operations read once, each create
+   * checked in turn against the others before it, the accepted ones' rows (one insert a table, each
+   * through its module), count and allocation written, their answers, the commit.
    */
   #commit(creates: PendingCreate[]): Promise<Outcome<CreatedCustomer>[]> {
     const [first] = creates as [PendingCreate];
     const { tenant } = first;
     return this.#deps.db.transaction().execute(async (trx) => {
-      const partner = await findPartnerForUpdate(trx, tenant.partnerId);
+      const partner = await lockPartner(trx, tenant.partnerId);
       if (!partner) return creates.map(() => ({ ok: false as const, error: notFound('The partner') }));
       const pool = await holdPool(trx, tenant.partnerId, tenant.mode);
-      const taken = await takenNames(trx, tenant, creates, partner.max_open_operations + creates.length);
+      const taken = await takenNames(trx, tenant, creates);
+      const slots = await operationSlots(trx, tenant, partner.max_open_operations, creates.length, this.#deps.retryAfterS);
       let customers = tenant.mode === 'live' ? partner.customer_count : partner.test_customer_count;
-      let open = taken.openOperations;
       const outcomes: Outcome<CreatedCustomer>[] = [];
       const accepted: PendingCreate[] = [];
       for (const create of creates) {
@@ -140,11 +139,10 @@ export class CustomerCreation {
             });
           }
           await this.#takeDefaultPlan(trx, create, partner);
-          assertOperationSlotFree(open, partner.max_open_operations, this.#deps.retryAfterS());
+          slots.take();
           // The plan's quota comes out of the partner's pool (CONTRACT §4, Customers).
           pool.take(create.wanted);
           customers++;
-          open++;
           taken.claim(create);
           accepted.push(create);
           const customer = toCustomer({ ...create.rows.customer, plan_id: create.wanted.planId });
@@ -158,7 +156,7 @@ export class CustomerCreation {
         trx,
         accepted.map((create) => create.rows),
       );
-      await adjustCustomerCount(trx, tenant.partnerId, tenant.mode, accepted.length);
+      await countPartnerCustomers(trx, tenant.partnerId, tenant.mode, accepted.length);
       await pool.save(
         trx,
         accepted.map((create) => ({ uid: create.rows.customer.uid, wanted: create.wanted })),
@@ -178,21 +176,24 @@ export class CustomerCreation {
   }
 }
 
-/** The rows of the accepted creates, each table's in one insert, in one statement. */
+/** The accepted creates' customers, then, through their modules, their owners, first projects and operations: one insert each. */
 async function insertRows(trx: CreateDb, rows: NewCustomerRows[]): Promise<void> {
-  const [customers, owners, projects, operations] = [
+  await insertCustomers(
+    trx,
     rows.map((r) => r.customer),
+  );
+  await addOwners(
+    trx,
     rows.map((r) => r.owner),
+  );
+  await addFirstProjects(
+    trx,
     rows.map((r) => r.project),
+  );
+  await queueOperations(
+    trx,
     rows.map((r) => r.operation),
-  ];
-  await trx
-    .with('customer', (qc) => customerInsert(qc, customers))
-    .with('owner', (qc) => userInsert(qc, owners))
-    .with('project', (qc) => projectInsert(qc, projects))
-    .with('operation', (qc) => operationInsert(qc, operations))
-    .selectNoFrom((eb) => eb.lit(1).as('written'))
-    .execute();
+  );
 }
 
 /**
@@ -210,7 +211,6 @@ async function onceMoreOnRace<T>(run: () => Promise<T>): Promise<T> {
 }
 
 interface Taken {
-  openOperations: number;
   ids: Set<string>;
   /** Organization names on the platform scope, with the customer and partner holding them. */
   organizations: Map<string, { id: string; partner_id: string }>;
@@ -220,29 +220,23 @@ interface Taken {
   claim(create: PendingCreate): void;
 }
 
-/** What the creates' checks need, read in one statement under the partner's lock. */
-async function takenNames(trx: CreateDb, tenant: Tenant, creates: PendingCreate[], openUpTo: number): Promise<Taken> {
+/**
+ * The ids and platform names the creates' checks need, read under the partner's lock: the customers'
+ * in one statement, the projects' namespaces through their module.
+ */
+async function takenNames(trx: CreateDb, tenant: Tenant, creates: PendingCreate[]): Promise<Taken> {
   const names = creates.flatMap((create) => [create.organization, create.namespace]);
-  const [row] = await trx
-    .selectNoFrom((eb) => [
-      openOperationCount(eb, tenant.partnerId, tenant.mode, openUpTo).as('open_operations'),
-      jsonArrayFrom(
-        customerIdsTaken(
-          eb,
-          tenant,
-          creates.map((create) => create.request.id),
-        ),
-      ).as('ids'),
-      jsonArrayFrom(organizationsTaken(eb, tenant.scope, names)).as('organizations'),
-      jsonArrayFrom(namespacesTaken(eb, tenant.scope, names)).as('namespaces'),
-    ])
-    .execute();
-  if (!row) throw new Error('a select without FROM answered no row');
+  const customers = await customerNamesTaken(
+    trx,
+    tenant,
+    creates.map((create) => create.request.id),
+    names,
+  );
+  const namespaces = await projectNamespacesTaken(trx, tenant.scope, names);
   const taken: Taken = {
-    openOperations: Number(row.open_operations ?? 0),
-    ids: new Set(row.ids.map((r) => r.id)),
-    organizations: new Map(row.organizations.map((r) => [r.organization, r])),
-    namespaces: new Map(row.namespaces.map((r) => [r.namespace, r])),
+    ids: new Set(customers.ids),
+    organizations: new Map(customers.organizations.map((r) => [r.organization, r])),
+    namespaces: new Map(namespaces.map((r) => [r.namespace, r])),
     claim: (create) => {
       taken.ids.add(create.request.id);
       taken.organizations.set(create.organization, { id: create.request.id, partner_id: tenant.partnerId });

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { Logger } from 'pino';
 import { applyQuota, customerQuotaForPlatform, pendingQuotas, quotaSpec, releaseCustomerQuota } from '../capacity/customer-quotas.ts';
@@ -13,15 +12,14 @@ import type { OperationEngine } from '../operations/engine.ts';
 import { type FinalOutcome, fail, inOrder } from '../operations/handler.ts';
 import type { OperationRow, OperationTables } from '../operations/tables.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
-import { findPartnerForUpdate } from '../partners/store.ts';
+import { countPartnerCustomers, lockPartner } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import type { Platform } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
-import { advanceProject, joinedProjectView, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
-import { PROJECT_VIEW_COLUMNS, projectForPlatform, settleProvisioningProject } from '../projects/store.ts';
+import { projectForPlatformOf } from '../projects/service.ts';
+import { advanceProject, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
 import type { ProjectTables } from '../projects/tables.ts';
-import { type UserService, userSpec } from '../users/service.ts';
-import { ownerForPlatform, ownerReadyUpdate } from '../users/store.ts';
+import { ownerForPlatformOf, ownerMadeReady, type UserService, userSpec } from '../users/service.ts';
 import type { UserTables } from '../users/tables.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import { type CustomerRow, findCustomerByUid, graceEnded, lockCustomerByUid, removeCustomer, settleProvisioningCustomer } from './store.ts';
@@ -44,47 +42,31 @@ interface Locked {
   customer: CustomerRow | undefined;
 }
 
-/** The customer being created with its quota, owner and first project as the platform needs them: one read, compiled once. */
-const readForCreation = precompile((db: StepsDb, a: { uid: string; project: string }) =>
+/** The customer being created with its quota as the platform needs it: one read, compiled once. */
+const readForCreation = precompile((db: StepsDb, a: { uid: string }) =>
   db
     .selectFrom('customers')
     .selectAll()
-    .select([
-      jsonObjectFrom(customerQuotaForPlatform(a.uid)).as('quota'),
-      jsonObjectFrom(ownerForPlatform(db, a.uid)).as('owner'),
-      jsonObjectFrom(projectForPlatform(db, a.uid, a.project)).as('first_project'),
-    ])
+    .select(jsonObjectFrom(customerQuotaForPlatform(a.uid)).as('quota'))
     .where('uid', '=', a.uid),
 );
 
 /**
- * The customer settles with its creation in one statement of the finishing transaction: the customer
- * (found only while it is still provisioning), its first project (with the address range the look
- * learned, if it has none yet) and, when it succeeded, its owner, each part only once the one before it
- * settled (its lock taken first: customer, then project). It answers the customer with the project's
- * view. Two shapes, each compiled once.
+ * The customer, still provisioning, settles with its creation: `to` (its lock taken by the update), then
+ * its first project (with the address range the look learned, if it has none yet) and, when it
+ * succeeded, its owner, through their modules in the same transaction (lock order customer, then
+ * project). Undefined when the customer is no longer provisioning; else its status with the project's view.
  */
-function settleCreation(to: 'active' | 'failed') {
-  return precompile((trx: StepsDb, a: { uid: string; project: string; now: Date; cidr: string | null }) => {
-    let writer = trx
-      .with('settled', (qc) => settleProvisioningCustomer(qc, a.uid, to, a.now))
-      .with('project', (qc) =>
-        settleProvisioningProject(qc, a.uid, a.project, to === 'active' ? 'ready' : 'failed', a.now, a.cidr).where(
-          sql<boolean>`exists (select 1 from settled)`,
-        ),
-      );
-    if (to === 'active') {
-      writer = writer.with('owner', (qc) => ownerReadyUpdate(qc, a.uid, a.now).where(sql<boolean>`exists (select 1 from settled)`));
-    }
-    return writer
-      .selectFrom('settled')
-      .leftJoin('project', (join) => join.onTrue())
-      .select(['settled.uid', 'settled.status'])
-      .select(PROJECT_VIEW_COLUMNS.map((column) => `project.${column}` as const));
-  });
+async function settleCreation(
+  trx: StepsDb,
+  a: { uid: string; project: string; ok: boolean; now: Date; cidr: string | null },
+): Promise<{ status: CustomerRow['status']; project: Project | null } | undefined> {
+  const settled = await settleProvisioningCustomer(trx, a.uid, a.ok ? 'active' : 'failed', a.now);
+  if (!settled) return undefined;
+  const project = await settleFirstProject(trx, a.uid, a.project, a.ok, a.now, a.cidr);
+  if (a.ok) await ownerMadeReady(trx, a.uid, a.now);
+  return { status: settled.status, project };
 }
-const settleCreated = settleCreation('active');
-const settleFailedCreation = settleCreation('failed');
 
 /** The event announcing a creation's end: `customer.ready` or `customer.failed`, with the first project's view. */
 function creationEvent(
@@ -122,11 +104,15 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
   engine.register('customer.create', {
     // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
     async advance(op, ctx) {
-      // The customer with its quota, owner and first project as the platform needs them: one read.
-      const [found] = (await readForCreation(db, { uid: op.customer_uid, project: op.project ?? 'default' })).rows;
+      // The customer with its quota, owner and first project as the platform needs them.
+      const [found] = (await readForCreation(db, { uid: op.customer_uid })).rows;
       if (!found?.quota) return fail('CUSTOMER_DELETED');
-      const { quota, owner, first_project: project, ...customer } = found;
+      const { quota, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
+      const [owner, project] = await Promise.all([
+        ownerForPlatformOf(db, customer.uid).then((row) => row ?? null),
+        projectForPlatformOf(db, customer.uid, op.project ?? 'default'),
+      ]);
       const org = organizationRef(customer);
       const organization = { ...org, displayName: customer.display_name, planId: quota.plan_id };
       // The whole customer in one call where the driver takes it so; else one call at a time.
@@ -158,18 +144,22 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
     lock: async () => undefined,
     async finish(trx, op, outcome, ctx) {
       let final: FinalOutcome = outcome;
-      // The customer settles with its creation, its first project and a ready one's owner with it: one
-      // statement, which finds the customer only while it is still provisioning.
+      // The customer settles with its creation, its first project and a ready one's owner with it, only
+      // while it is still provisioning.
       const projectName = op.project ?? 'default';
-      const settle = final.state === 'done' ? settleCreated : settleFailedCreation;
       const cidr = learnedRange(final);
-      const [settled] = (await settle(trx, { uid: op.customer_uid, project: projectName, now: ctx.now, cidr })).rows;
+      const settled = await settleCreation(trx, {
+        uid: op.customer_uid,
+        project: projectName,
+        ok: final.state === 'done',
+        now: ctx.now,
+        cidr,
+      });
       let state: EventData<'customer.ready'>['state'];
       let project: Project | null = null;
       if (settled) {
         state = settled.status;
-        project =
-          joinedProjectView(settled) ?? (await settleFirstProject(trx, settled.uid, projectName, final.state === 'done', ctx.now, cidr));
+        project = settled.project;
       } else {
         // Deleted, or being deleted, while this look ran: its creation ends with that.
         const customer = await lockCustomerByUid(trx, op.customer_uid);
@@ -192,7 +182,7 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
     },
     // The partner first: its customer count changes (lock order partner, customer, operation).
     async lock(trx, op: OperationRow) {
-      await findPartnerForUpdate(trx, op.partner_id);
+      await lockPartner(trx, op.partner_id);
       return { customer: await lockCustomerByUid(trx, op.customer_uid) };
     },
     async finish(trx, op, outcome, ctx, { customer }) {
@@ -200,6 +190,7 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
       // Its quota goes back to the pool first: the quota row names the customer.
       await releaseCustomerQuota(trx, { uid: customer.uid, partnerId: customer.partner_id, mode: customer.mode });
       await removeCustomer(trx, customer, ctx.now);
+      await countPartnerCustomers(trx, customer.partner_id, customer.mode, -1);
       const event = newEvent({
         partnerId: op.partner_id,
         mode: op.mode,

@@ -1,12 +1,10 @@
-import { type AliasableExpression, type Expression, type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
+import { type AliasableExpression, type Expression, type ExpressionBuilder, sql } from 'kysely';
 import { jsonArrayFrom } from 'kysely/helpers/postgres';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
-import { adjustCustomerCount } from '../partners/store.ts';
-import type { PartnerTables } from '../partners/tables.ts';
 import type { ProjectRow, ProjectTables } from '../projects/tables.ts';
 import { CUSTOMER_COLUMNS, type Customer, toCustomer } from './schemas.ts';
 import { CUSTOMER_STATUS } from './status.ts';
@@ -14,8 +12,6 @@ import type { CustomerRow, CustomerStatus, CustomerTables } from './tables.ts';
 
 /** The single-customer read joins its projects in one statement (the projects module's table). */
 type WithProjectsDb = Db<CustomerTables & ProjectTables>;
-/** A removal also gives back the partner's count, through its module. */
-type RemovalDb = Db<CustomerTables & PartnerTables>;
 
 export type { CustomerRow } from './tables.ts';
 
@@ -98,28 +94,42 @@ export async function lockCustomerByUid(trx: Db<CustomerTables>, uid: string): P
   return trx.selectFrom('customers').selectAll().where('uid', '=', uid).forUpdate().executeTakeFirst();
 }
 
-/** The customer's insert, to run alone or as a part of a create's one statement. */
-export function customerInsert(qc: QueryCreator<CustomerTables>, rows: CustomerRow | readonly CustomerRow[]) {
-  return qc.insertInto('customers').values(rows);
+/** New customers, in one insert. */
+export async function insertCustomers(trx: Db<CustomerTables>, rows: readonly CustomerRow[]): Promise<void> {
+  await trx.insertInto('customers').values(rows).execute();
 }
 
-/** Of `ids`, those the partner already has in this mode, as a subquery. */
-export function customerIdsTaken(eb: ExpressionBuilder<CustomerTables, never>, owner: Owner, ids: readonly string[]) {
-  return eb
-    .selectFrom('customers')
-    .select('id')
-    .where('partner_id', '=', owner.partnerId)
-    .where('mode', '=', owner.mode)
-    .where('id', 'in', ids);
-}
-
-/** Of `names`, those that are organizations on this platform scope (whoever's), as a subquery. */
-export function organizationsTaken(eb: ExpressionBuilder<CustomerTables, never>, scope: string, names: readonly string[]) {
-  return eb
-    .selectFrom('customers')
-    .select(['organization', 'id', 'partner_id'])
-    .where('platform_scope', '=', scope)
-    .where('organization', 'in', names);
+/**
+ * Of `ids`, those the partner already has in this mode; of `names`, those that are organizations on
+ * this platform scope (whoever's), with the customer holding each: in one statement.
+ */
+export async function customerNamesTaken(
+  db: Db<CustomerTables>,
+  owner: Owner & { scope: string },
+  ids: readonly string[],
+  names: readonly string[],
+): Promise<{ ids: string[]; organizations: { organization: string; id: string; partner_id: string }[] }> {
+  const [row] = await db
+    .selectNoFrom((eb) => [
+      jsonArrayFrom(
+        eb
+          .selectFrom('customers')
+          .select('id')
+          .where('partner_id', '=', owner.partnerId)
+          .where('mode', '=', owner.mode)
+          .where('id', 'in', ids),
+      ).as('ids'),
+      jsonArrayFrom(
+        eb
+          .selectFrom('customers')
+          .select(['organization', 'id', 'partner_id'])
+          .where('platform_scope', '=', owner.scope)
+          .where('organization', 'in', names),
+      ).as('organizations'),
+    ])
+    .execute();
+  if (!row) throw new Error('a select without FROM answered no row');
+  return { ids: row.ids.map((r) => r.id), organizations: row.organizations };
 }
 
 /** Any change but the status, which moves only through `setCustomerStatus`. */
@@ -146,27 +156,38 @@ export async function setCustomerStatus(
 
 /**
  * A customer's creation settles it: `active` or `failed`, only from
- * `provisioning`. A builder whose update takes the customer's lock and finds the row only while it is
- * still provisioning.
+ * `provisioning`. The update takes the customer's lock and finds the row only while it is still
+ * provisioning. Once a creation's commit: two shapes, each compiled once.
  */
-export function settleProvisioningCustomer(qc: QueryCreator<CustomerTables>, uid: string, to: 'active' | 'failed', now: Date) {
-  return qc
-    .updateTable('customers')
-    .set({
-      status: CUSTOMER_STATUS.move('provisioning', to),
-      updated_at: now,
-    })
-    .where('uid', '=', uid)
-    .where('status', '=', 'provisioning')
-    .returningAll();
+function settleProvisioning(to: 'active' | 'failed') {
+  return precompile((trx: Db<CustomerTables>, a: { uid: string; now: Date }) =>
+    trx
+      .updateTable('customers')
+      .set({ status: CUSTOMER_STATUS.move('provisioning', to), updated_at: a.now })
+      .where('uid', '=', a.uid)
+      .where('status', '=', 'provisioning')
+      .returningAll(),
+  );
+}
+const settleActive = settleProvisioning('active');
+const settleFailed = settleProvisioning('failed');
+
+export async function settleProvisioningCustomer(
+  trx: Db<CustomerTables>,
+  uid: string,
+  to: 'active' | 'failed',
+  now: Date,
+): Promise<CustomerRow | undefined> {
+  const [row] = (await (to === 'active' ? settleActive : settleFailed)(trx, { uid, now })).rows;
+  return row;
 }
 
 /**
  * Removes the customer with its projects and users (cascade) and keeps a tombstone (usage bills the
- * window it lived in); its operations stay for their 7 days. Its count goes back to the partner (its quota,
- * before, through capacity).
+ * window it lived in); its operations stay for their 7 days. Its quota (before) and its count (after) go
+ * back to the partner through capacity and partners.
  */
-export async function removeCustomer(trx: RemovalDb, row: CustomerRow, deletedAt: Date): Promise<void> {
+export async function removeCustomer(trx: Db<CustomerTables>, row: CustomerRow, deletedAt: Date): Promise<void> {
   await trx.deleteFrom('customers').where('uid', '=', row.uid).execute();
   await trx
     .insertInto('customer_tombstones')
@@ -181,7 +202,6 @@ export async function removeCustomer(trx: RemovalDb, row: CustomerRow, deletedAt
     })
     .onConflict((oc) => oc.column('uid').doNothing())
     .execute();
-  await adjustCustomerCount(trx, row.partner_id, row.mode, -1);
 }
 
 /** Customers of a partner's mode whose grace period has ended on that mode's clock. */

@@ -18,9 +18,11 @@ import {
   listCustomerOperations,
   listStuckOperations,
   type NewOperation,
+  newOperationRow,
   nextDueAt,
   OPERATION_RETENTION_MS,
   type OperationRow,
+  operationInsert,
 } from './store.ts';
 import type { OperationTables, OperationType } from './tables.ts';
 
@@ -30,6 +32,37 @@ import type { OperationTables, OperationType } from './tables.ts';
  */
 export function queueOperation(trx: Db<OperationTables>, op: NewOperation): Promise<OperationRow> {
   return insertOperation(trx, op);
+}
+
+/** A new operation's row, for a change that queues a batch of them with `queueOperations`. */
+export function newOperation(op: NewOperation): OperationRow {
+  return newOperationRow(op);
+}
+
+/** Queues a batch of operations (`newOperation`) in the caller's transaction, in one insert. */
+export async function queueOperations(trx: Db<OperationTables>, rows: readonly OperationRow[]): Promise<void> {
+  await operationInsert(trx, rows).execute();
+}
+
+/**
+ * The partner's operation slots for a batch of changes, each taking one (`take`) or refused with
+ * TOO_MANY_OPERATIONS: the open operations are counted once, with the partner's row locked by the
+ * caller's transaction, and each change taken counts for the ones after it.
+ */
+export async function operationSlots(
+  trx: Db<OperationTables>,
+  owner: { partnerId: string; mode: KeyMode },
+  max: number,
+  batch: number,
+  retryAfterS: () => number,
+): Promise<{ take(): void }> {
+  let open = await countOpenOperations(trx, owner.partnerId, owner.mode, max + batch);
+  return {
+    take() {
+      assertOperationSlotFree(open, max, retryAfterS());
+      open++;
+    },
+  };
 }
 
 /**

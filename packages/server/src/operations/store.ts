@@ -1,4 +1,4 @@
-import { type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
+import { type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError } from '../infra/errors/catalogue.ts';
 import { newId } from '../infra/ids.ts';
@@ -54,18 +54,17 @@ export function newOperationRow(op: NewOperation): OperationRow {
   };
 }
 
-/** The operation's insert, to run alone or as a part of a create's one statement. */
+/** Operations' insert: one alone, or a batch of creations'. */
 export function operationInsert(qc: QueryCreator<OperationTables>, rows: OperationRow | readonly OperationRow[]) {
   return qc.insertInto('operations').values(rows);
 }
 
 /**
  * The partner's provisioning operations open in this mode, counted up to `upTo` (the answer to a limit
- * is the same beyond it, and a long queue costs no more to check), as a subquery: a create asks it in
- * one statement with its other checks, under the partner's lock.
+ * is the same beyond it, and a long queue costs no more to check): asked under the partner's lock.
  */
-export function openOperationCount(eb: ExpressionBuilder<OperationTables, never>, partnerId: string, mode: KeyMode, upTo: number) {
-  return eb
+export async function countOpenOperations(db: Db<OperationTables>, partnerId: string, mode: KeyMode, upTo: number): Promise<number> {
+  const { open } = await db
     .selectFrom((inner) =>
       inner
         .selectFrom('operations')
@@ -77,18 +76,14 @@ export function openOperationCount(eb: ExpressionBuilder<OperationTables, never>
         .limit(upTo)
         .as('open_operations'),
     )
-    .select(sql<number>`count(*)::int`.as('open'));
-}
-
-/** `openOperationCount` on its own, for a change that asks it apart from its other checks. */
-export async function countOpenOperations(db: Db<OperationTables>, partnerId: string, mode: KeyMode, upTo: number): Promise<number> {
-  const { open } = await db.selectNoFrom((eb) => openOperationCount(eb, partnerId, mode, upTo).as('open')).executeTakeFirstOrThrow();
+    .select(sql<number>`count(*)::int`.as('open'))
+    .executeTakeFirstOrThrow();
   return Number(open ?? 0);
 }
 
 /**
  * TOO_MANY_OPERATIONS (partner-api.md, Behaviour 6) when the partner already has `max` provisioning
- * operations open in this mode besides the new one: `open`, counted by `openOperationCount` with the
+ * operations open in this mode besides the new one: `open`, counted by `countOpenOperations` with the
  * partner row locked, so concurrent requests cannot both take the last slot.
  */
 export function assertOperationSlotFree(open: number, max: number, retryAfterS: number): void {

@@ -4,6 +4,7 @@ import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { ApiError, notFound } from '../infra/errors/catalogue.ts';
 import type { OperatorActor } from '../infra/http/operator-auth.ts';
+import type { KeyMode } from '../infra/mode.ts';
 import type { CursorCodec, Page } from '../infra/pagination/cursor.ts';
 import type { PartnerCache } from './partner-cache.ts';
 import type { ManagedPartner } from './partner-resource.ts';
@@ -11,6 +12,7 @@ import { assertPrefixFree, defaultCustomerPrefix, freePrefix, lockCustomerPrefix
 import { type CreatePartnerRequest, PARTNER_DEFAULTS, type Partner, type UpdatePartnerRequest } from './schemas.ts';
 import { SCOPES } from './scopes.ts';
 import {
+  adjustCustomerCount,
   advanceTestClock,
   findPartner,
   findPartnerForUpdate,
@@ -53,6 +55,14 @@ export async function requirePartner(db: Db<PartnerTables>, id: string): Promise
  */
 export function lockPartner(trx: Db<PartnerTables>, id: string): Promise<PartnerRow | undefined> {
   return findPartnerForUpdate(trx, id);
+}
+
+/**
+ * Counts `delta` customers more (or fewer) for the partner in this mode, in the caller's transaction:
+ * the one that creates or removes them, with the partner's row locked (`lockPartner`) first.
+ */
+export function countPartnerCustomers(trx: Db<PartnerTables>, partnerId: string, mode: KeyMode, delta: number): Promise<void> {
+  return adjustCustomerCount(trx, partnerId, mode, delta);
 }
 
 /** How far ahead of real time the partner's test clock runs (test mode moves it). */

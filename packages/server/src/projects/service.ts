@@ -17,11 +17,15 @@ import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,
   findProject,
+  findProjectForPlatform,
   insertProject,
   listProjects,
   lockProject,
+  namespacesTaken,
+  type ProjectForPlatform,
   type ProjectRow,
   projectCount,
+  projectInsert,
   projectNamed,
   setProjectState,
 } from './store.ts';
@@ -35,6 +39,25 @@ export interface ProjectServiceDeps {
   cursors: CursorCodec;
   customers: ProjectCustomers;
   onOperationOpened: () => void;
+}
+
+/** Writes new customers' first projects in the caller's transaction (the one that writes the customers), in one insert. */
+export async function addFirstProjects(trx: Db<ProjectTables>, rows: readonly ProjectRow[]): Promise<void> {
+  await projectInsert(trx, rows).execute();
+}
+
+/** Of `names`, those that are project namespaces on this platform scope (whoever's), with the project holding each. */
+export function projectNamespacesTaken(
+  db: Db<ProjectTables>,
+  scope: string,
+  names: readonly string[],
+): Promise<{ namespace: string; name: string; customer_id: string; partner_id: string }[]> {
+  return namespacesTaken(db, scope, names).execute();
+}
+
+/** The customer's project `name` as provisioning it on the platform needs it, if it exists. */
+export function projectForPlatformOf(db: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectForPlatform | undefined> {
+  return findProjectForPlatform(db, customerUid, name);
 }
 
 /** A customer's projects (CONTRACT §4): created and deleted by operations, read at any time. */

@@ -10,7 +10,6 @@ import { type Project, toProject } from './schemas.ts';
 import {
   findProject,
   lockProject,
-  type PROJECT_VIEW_COLUMNS,
   type ProjectForPlatform,
   type ProjectRow,
   recordAddressRange,
@@ -72,18 +71,10 @@ export async function settleFirstProject(
   now: Date,
   cidr: string | null = null,
 ): Promise<Project | null> {
-  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now, cidr).executeTakeFirst();
+  const settled = await settleProvisioningProject(trx, customerUid, name, ok ? 'ready' : 'failed', now, cidr);
   if (settled) return toProject(settled);
   const project = await lockProject(trx, customerUid, name);
   return project ? toProject(project) : null;
-}
-
-/**
- * The view of a project left-joined to a statement's row (the customer's settling statement):
- * null when the join found none, its columns all null then.
- */
-export function joinedProjectView(row: { [K in (typeof PROJECT_VIEW_COLUMNS)[number]]: ProjectRow[K] | null }): Project | null {
-  return row.name === null ? null : toProject(row as Pick<ProjectRow, (typeof PROJECT_VIEW_COLUMNS)[number]>);
 }
 
 /** A provisioning project turns ready or failed with its operation (in the operation's commit); its view for the event. */

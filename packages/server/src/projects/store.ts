@@ -13,14 +13,14 @@ export async function insertProject(trx: Db<ProjectTables>, row: ProjectRow): Pr
   await projectInsert(trx, row).execute();
 }
 
-/** The project's insert, to run alone or as a part of a create's one statement. */
+/** Projects' insert: one alone, or a batch of customers' first projects. */
 export function projectInsert(qc: QueryCreator<ProjectTables>, rows: ProjectRow | readonly ProjectRow[]) {
   return qc.insertInto('projects').values(rows);
 }
 
-/** Of `names`, those that are project namespaces on this platform scope (whoever's), as a subquery. */
-export function namespacesTaken(eb: ExpressionBuilder<ProjectTables, never>, scope: string, names: readonly string[]) {
-  return eb
+/** Of `names`, those that are project namespaces on this platform scope (whoever's). */
+export function namespacesTaken(qc: QueryCreator<ProjectTables>, scope: string, names: readonly string[]) {
+  return qc
     .selectFrom('projects')
     .select(['namespace', 'name', 'customer_id', 'partner_id'])
     .where('platform_scope', '=', scope)
@@ -31,12 +31,18 @@ export function namespacesTaken(eb: ExpressionBuilder<ProjectTables, never>, sco
 const PROJECT_FOR_PLATFORM = ['uid', 'name', 'namespace', 'cidr'] as const;
 export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[number]>;
 
-/**
- * The customer's project `name` as provisioning needs it, as a subquery: `customer.create` reads it with
- * its customer in one statement.
- */
-export function projectForPlatform(qc: QueryCreator<ProjectTables>, customerUid: string, name: string) {
-  return qc.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('name', '=', name);
+/** The customer's project `name` as provisioning needs it: once a creation's look, so compiled once. */
+const readProjectForPlatform = precompile((db: Db<ProjectTables>, a: { customerUid: string; name: string }) =>
+  db.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', a.customerUid).where('name', '=', a.name),
+);
+
+export async function findProjectForPlatform(
+  db: Db<ProjectTables>,
+  customerUid: string,
+  name: string,
+): Promise<ProjectForPlatform | undefined> {
+  const [row] = (await readProjectForPlatform(db, { customerUid, name })).rows;
+  return row;
 }
 
 export async function findProject(db: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectRow | undefined> {
@@ -48,27 +54,34 @@ export const PROJECT_VIEW_COLUMNS = ['name', 'state', 'namespace', 'cidr', 'crea
 
 /**
  * The project, if it is still provisioning, turned `to` (its lock taken by the update), returning its
- * view's columns; nothing when it is not provisioning or gone. A builder: the customer's creation
- * settles its first project in the statement that settles the customer.
+ * view's columns; nothing when it is not provisioning or gone. Once a creation's commit: two shapes,
+ * each compiled once.
  */
-export function settleProvisioningProject(
-  qc: QueryCreator<ProjectTables>,
+function settleProvisioning(to: 'ready' | 'failed') {
+  return precompile((trx: Db<ProjectTables>, a: { customerUid: string; name: string; now: Date; cidr: string | null }) =>
+    trx
+      .updateTable('projects')
+      // The address range the look that finished learned, where the project has none yet.
+      .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: a.now, cidr: sql<string | null>`coalesce(cidr, ${a.cidr}::text)` })
+      .where('customer_uid', '=', a.customerUid)
+      .where('name', '=', a.name)
+      .where('state', '=', 'provisioning')
+      .returning(PROJECT_VIEW_COLUMNS),
+  );
+}
+const settleReady = settleProvisioning('ready');
+const settleFailed = settleProvisioning('failed');
+
+export async function settleProvisioningProject(
+  trx: Db<ProjectTables>,
   customerUid: string,
   name: string,
   to: 'ready' | 'failed',
   now: Date,
-  cidr: string | null = null,
-) {
-  return (
-    qc
-      .updateTable('projects')
-      // The address range the look that finished learned, where the project has none yet.
-      .set({ state: PROJECT_STATE.move('provisioning', to), updated_at: now, cidr: sql<string | null>`coalesce(cidr, ${cidr}::text)` })
-      .where('customer_uid', '=', customerUid)
-      .where('name', '=', name)
-      .where('state', '=', 'provisioning')
-      .returning(PROJECT_VIEW_COLUMNS)
-  );
+  cidr: string | null,
+): Promise<Pick<ProjectRow, (typeof PROJECT_VIEW_COLUMNS)[number]> | undefined> {
+  const [row] = (await (to === 'ready' ? settleReady : settleFailed)(trx, { customerUid, name, now, cidr })).rows;
+  return row;
 }
 
 export async function lockProject(trx: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectRow | undefined> {

@@ -14,15 +14,18 @@ import type { UserCustomer, UserCustomers } from './customers.ts';
 import { UserReadiness } from './readiness.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
+  findOwnerForPlatform,
   findUser,
   findUserByUid,
   insertUser,
   listUsers,
   removeUserByUid,
+  setOwnerReady,
   setUserPlatformState,
   setUserRequiredActions,
   type UserForPlatform,
   type UserRow,
+  userInsert,
   usersToReconcile,
 } from './store.ts';
 import type { UserTables } from './tables.ts';
@@ -55,6 +58,21 @@ export function setRequiredActionsOf(
   actions: string[],
 ): Promise<UserRow | undefined> {
   return setUserRequiredActions(db, customerUid, username, actions);
+}
+
+/** Writes new customers' owners in the caller's transaction (the one that writes the customers), in one insert. */
+export async function addOwners(trx: Db<UserTables>, rows: readonly UserRow[]): Promise<void> {
+  await userInsert(trx, rows).execute();
+}
+
+/** The customer's owner as the platform needs it, if it has one. */
+export function ownerForPlatformOf(db: Db<UserTables>, customerUid: string): Promise<UserForPlatform | undefined> {
+  return findOwnerForPlatform(db, customerUid);
+}
+
+/** The owner was made on the platform with its customer: ready, in the caller's transaction (nothing done when it already was). */
+export async function ownerMadeReady(trx: Db<UserTables>, customerUid: string, at: Date): Promise<void> {
+  await setOwnerReady(trx, { customerUid, at });
 }
 
 /** A user as the platform names it. */
@@ -205,7 +223,7 @@ export class UserService {
 
   /**
    * The owner admin of a new customer on the platform (a step of `customer.create`, once its
-   * organization exists), as read with the customer (`ownerForPlatform`).
+   * organization exists), as `ownerForPlatformOf` reads it.
    */
   async ensureOwner(
     ctx: PlatformContext,

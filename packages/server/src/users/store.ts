@@ -1,5 +1,6 @@
 import type { QueryCreator } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
+import { precompile } from '../infra/db/precompiled.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
 import { toUser, type User } from './schemas.ts';
@@ -14,7 +15,7 @@ export async function insertUser(trx: Db<UserTables>, row: UserRow): Promise<voi
   await userInsert(trx, row).execute();
 }
 
-/** The user's insert, to run alone or as a part of a create's one statement. */
+/** Users' insert: one alone, or a batch of customers' owners. */
 export function userInsert(qc: QueryCreator<UserTables>, rows: UserRow | readonly UserRow[]) {
   return qc.insertInto('users').values(rows);
 }
@@ -34,12 +35,14 @@ export async function findUser(db: Db<UserTables>, customerUid: string, username
 const USER_FOR_PLATFORM = ['username', 'email', 'role', 'is_owner', 'first_name', 'last_name'] as const;
 export type UserForPlatform = Pick<UserRow, (typeof USER_FOR_PLATFORM)[number]>;
 
-/**
- * The customer's owner as the platform needs it, as a subquery: `customer.create` reads it with its
- * customer and first project in one statement.
- */
-export function ownerForPlatform(qc: QueryCreator<UserTables>, customerUid: string) {
-  return qc.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', customerUid).where('is_owner', '=', true);
+/** The customer's owner as the platform needs it: once a creation's look, so compiled once. */
+const readOwnerForPlatform = precompile((db: Db<UserTables>, a: { customerUid: string }) =>
+  db.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', a.customerUid).where('is_owner', '=', true),
+);
+
+export async function findOwnerForPlatform(db: Db<UserTables>, customerUid: string): Promise<UserForPlatform | undefined> {
+  const [row] = (await readOwnerForPlatform(db, { customerUid })).rows;
+  return row;
 }
 
 /** Moves a user's platform state (pending → ready, * → removing). */
@@ -48,17 +51,17 @@ export async function setUserPlatformState(db: Db<UserTables>, uid: string, stat
 }
 
 /**
- * The owner made on the platform with its customer (nothing done when it already was): written by the
- * creation's commit, as a part of the statement that settles the customer.
+ * The owner made on the platform with its customer (nothing done when it already was): written by
+ * every successful creation's commit, so compiled once.
  */
-export function ownerReadyUpdate(qc: QueryCreator<UserTables>, customerUid: string, at: Date) {
-  return qc
+export const setOwnerReady = precompile((trx: Db<UserTables>, a: { customerUid: string; at: Date }) =>
+  trx
     .updateTable('users')
-    .set({ platform_state: 'ready', platform_state_at: at })
-    .where('customer_uid', '=', customerUid)
+    .set({ platform_state: 'ready', platform_state_at: a.at })
+    .where('customer_uid', '=', a.customerUid)
     .where('is_owner', '=', true)
-    .where('platform_state', '<>', 'ready');
-}
+    .where('platform_state', '<>', 'ready'),
+);
 
 /** Users a request left half-made or half-removed before `before` (not owners: their customer's operation settles them). */
 export async function usersToReconcile(db: Db<UserTables>, before: Date, limit: number): Promise<UserRow[]> {
