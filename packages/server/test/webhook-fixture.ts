@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { after, before, beforeEach } from 'node:test';
 import { partnerApi } from './client.ts';
 import { startTestServer, type TestDatabase, type TestServer } from './harness.ts';
 import { eventually, partnerWithModes, refreshTokens, type Tokens } from './provisioning.ts';
@@ -47,7 +48,7 @@ export interface WebhookWorld {
 }
 
 /** Starts the server and the receiver and makes the two partners (a test file's `before`). */
-export async function openWebhookWorld(target: TestDatabase): Promise<WebhookWorld> {
+async function openWebhookWorld(target: TestDatabase): Promise<WebhookWorld> {
   dns.set('receiver.test', ['127.0.0.1']);
   const receiver = await new WebhookReceiver().listen();
   const server = await startTestServer(target, { env: { TENANTRY_WEBHOOK_CA_FILE: TEST_CA_FILE }, webhookResolver: resolver });
@@ -56,13 +57,13 @@ export async function openWebhookWorld(target: TestDatabase): Promise<WebhookWor
   return { server, receiver, lab, plain };
 }
 
-export async function closeWebhookWorld(world: WebhookWorld): Promise<void> {
+async function closeWebhookWorld(world: WebhookWorld): Promise<void> {
   await world.server.stop();
   await world.receiver.close();
 }
 
 /** A test's fresh start (`beforeEach`): the receiver answers 200, and tokens are new (tests move the clock by minutes and days). */
-export async function freshWebhookTest(world: WebhookWorld): Promise<void> {
+async function freshWebhookTest(world: WebhookWorld): Promise<void> {
   world.receiver.answer = () => 200;
   await refreshTokens(world.server, world.lab);
   await refreshTokens(world.server, world.plain);
@@ -114,4 +115,23 @@ export function webhookCalls(world: () => WebhookWorld) {
       return config.signing_secret;
     },
   };
+}
+
+/**
+ * A test file's world, opened once before its tests and closed after them, each test starting fresh:
+ * `opened` hands it to the file's own variables. Answers the calls the tests make of it.
+ */
+export function useWebhookWorld(target: TestDatabase, opened: (world: WebhookWorld) => void) {
+  let world: WebhookWorld | undefined;
+  const current = () => {
+    if (!world) throw new Error('the webhook world is not open (its before hook failed)');
+    return world;
+  };
+  before(async () => {
+    world = await openWebhookWorld(target);
+    opened(world);
+  });
+  after(() => world && closeWebhookWorld(world));
+  beforeEach(() => freshWebhookTest(current()));
+  return webhookCalls(current);
 }

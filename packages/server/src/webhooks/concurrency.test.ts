@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { activeCustomer, createCustomer, eventually, partnerWithModes, type Tokens } from '../../test/provisioning.ts';
-import { closeWebhookWorld, freshWebhookTest, openWebhookWorld, resolver, webhookCalls } from '../../test/webhook-fixture.ts';
+import { resolver, useWebhookWorld } from '../../test/webhook-fixture.ts';
 import { TEST_CA_FILE, WebhookReceiver } from '../../test/webhook-receiver.ts';
 import { fallbackOf } from '../config/settings.ts';
 
@@ -12,14 +12,9 @@ for (const target of testDatabases()) {
     let server: TestServer;
     let receiver: WebhookReceiver;
     let lab: Tokens;
-    let plain: Tokens;
-    const world = () => ({ server, receiver, lab, plain });
-    before(async () => {
-      ({ server, receiver, lab, plain } = await openWebhookWorld(target));
+    const { api, configure, received, secretOf } = useWebhookWorld(target, (world) => {
+      ({ server, receiver, lab } = world);
     });
-    after(() => closeWebhookWorld(world()));
-    beforeEach(() => freshWebhookTest(world()));
-    const { api, configure, received, secretOf } = webhookCalls(world);
 
     test('a receiver that never answers holds only its own delivery slots: other partners and the API stay fast', async () => {
       const slow = await partnerWithModes(server, 'slowpoke', { allow_private_webhooks: true });

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { assertError, fieldErrors } from '../../test/client.ts';
 import { type TestServer, testDatabases } from '../../test/harness.ts';
 import { refreshTokens, type Tokens } from '../../test/provisioning.ts';
-import { type Config, closeWebhookWorld, dns, freshWebhookTest, openWebhookWorld, webhookCalls } from '../../test/webhook-fixture.ts';
+import { type Config, dns, useWebhookWorld } from '../../test/webhook-fixture.ts';
 import type { WebhookReceiver } from '../../test/webhook-receiver.ts';
 import { EVENT_TYPES } from '../events/payloads.ts';
 
@@ -13,13 +13,9 @@ for (const target of testDatabases()) {
     let receiver: WebhookReceiver;
     let lab: Tokens;
     let plain: Tokens;
-    const world = () => ({ server, receiver, lab, plain });
-    before(async () => {
-      ({ server, receiver, lab, plain } = await openWebhookWorld(target));
+    const { api, configure } = useWebhookWorld(target, (world) => {
+      ({ server, receiver, lab, plain } = world);
     });
-    after(() => closeWebhookWorld(world()));
-    beforeEach(() => freshWebhookTest(world()));
-    const { api, configure } = webhookCalls(world);
 
     test('the PUT that creates the receiver returns the 64-hex secret once; later PUTs and GET never do', async () => {
       await api(lab.live, 'DELETE', '/webhook');

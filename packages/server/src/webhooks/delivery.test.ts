@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { type TestServer, testDatabases } from '../../test/harness.ts';
 import {
   activeCustomer,
@@ -10,7 +10,7 @@ import {
   type Tokens,
   waitForOperation,
 } from '../../test/provisioning.ts';
-import { closeWebhookWorld, dns, type EventBody, freshWebhookTest, openWebhookWorld, webhookCalls } from '../../test/webhook-fixture.ts';
+import { dns, type EventBody, useWebhookWorld } from '../../test/webhook-fixture.ts';
 import { verifyDelivery, type WebhookReceiver } from '../../test/webhook-receiver.ts';
 
 for (const target of testDatabases()) {
@@ -19,13 +19,9 @@ for (const target of testDatabases()) {
     let receiver: WebhookReceiver;
     let lab: Tokens;
     let plain: Tokens;
-    const world = () => ({ server, receiver, lab, plain });
-    before(async () => {
-      ({ server, receiver, lab, plain } = await openWebhookWorld(target));
+    const { api, configure, deliveries, received, settled, secretOf } = useWebhookWorld(target, (world) => {
+      ({ server, receiver, lab, plain } = world);
     });
-    after(() => closeWebhookWorld(world()));
-    beforeEach(() => freshWebhookTest(world()));
-    const { api, configure, deliveries, received, settled, secretOf } = webhookCalls(world);
 
     test('each event kind arrives signed as the spec says, with its data fields, and equals its GET /events body', async () => {
       const secret = await secretOf(lab.live, receiver.url());

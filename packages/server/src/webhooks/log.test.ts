@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { assertError } from '../../test/client.ts';
 import { type TestServer, testDatabases } from '../../test/harness.ts';
 import { activeCustomer, type Tokens } from '../../test/provisioning.ts';
-import { closeWebhookWorld, type DeliveryRecord, freshWebhookTest, openWebhookWorld, webhookCalls } from '../../test/webhook-fixture.ts';
+import { type DeliveryRecord, useWebhookWorld } from '../../test/webhook-fixture.ts';
 import { verifyDelivery, type WebhookReceiver } from '../../test/webhook-receiver.ts';
 import { appendAttempts } from './store.ts';
 
@@ -13,13 +13,9 @@ for (const target of testDatabases()) {
     let receiver: WebhookReceiver;
     let lab: Tokens;
     let plain: Tokens;
-    const world = () => ({ server, receiver, lab, plain });
-    before(async () => {
-      ({ server, receiver, lab, plain } = await openWebhookWorld(target));
+    const { api, configure, deliveries, received, settled, secretOf } = useWebhookWorld(target, (world) => {
+      ({ server, receiver, lab, plain } = world);
     });
-    after(() => closeWebhookWorld(world()));
-    beforeEach(() => freshWebhookTest(world()));
-    const { api, configure, deliveries, received, settled, secretOf } = webhookCalls(world);
 
     test('POST /webhook/test sends one signed ping, ignoring the filter and a disabled receiver', async () => {
       const secret = await secretOf(lab.live, receiver.url('/ping'), ['project.ready']);
