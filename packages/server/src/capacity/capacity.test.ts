@@ -1,38 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { type Amount, amount, type CapacityView, type Quota } from '../../test/capacity-views.ts';
 import { assertError, fieldErrors, operatorApi, partnerApi } from '../../test/client.ts';
 import { startTestServer, type TestServer, testDatabases } from '../../test/harness.ts';
 import { activeCustomer, partnerWithModes, type Tokens, waitGone } from '../../test/provisioning.ts';
-
-interface Amount {
-  vcpu: number;
-  memory_gib: number;
-  storage_gib: number;
-  gpus: Record<string, number>;
-}
-interface Quota {
-  customer_id: string;
-  revision: number;
-  quota: Amount;
-  project_caps: Record<string, Partial<Amount>>;
-}
-interface Dimension {
-  total: number;
-  allocated: number;
-  available: number;
-}
-interface CapacityView {
-  pool: { vcpu: Dimension; memory_gib: Dimension; storage_gib: Dimension; gpus: Record<string, Dimension> };
-  per_customer_max: Amount;
-  gpu_profiles: { name: string; display_name: string; memory_gib: number }[];
-}
-
-const amount = (vcpu: number, memory_gib: number, storage_gib: number, gpus: Record<string, number> = {}): Amount => ({
-  vcpu,
-  memory_gib,
-  storage_gib,
-  gpus,
-});
 
 for (const target of testDatabases()) {
   describe(`quotas, plans and capacity [${target.name}]`, () => {
