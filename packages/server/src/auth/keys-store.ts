@@ -43,14 +43,14 @@ export interface ChargeCheck {
  * The key and its partner's state, and, in the same round trip, the key's reservation from the shared
  * bucket: made only for a key the presented secret's hash matches and that could be
  * exchanged now (its partner and mode, not revoked, not expired, no address allowlist, which is
- * checked in the process). Values `$1`…`$6` are the reservation's (CarriedReservation).
+ * checked in the process). Values `$1`…`$7` are the reservation's (CarriedReservation).
  */
 const KEY_CHARGING = `with k as (
   select api_keys.*, partners.status as partner_status, partners.ready_at as partner_ready_at, partners.scopes as partner_scopes
-  from api_keys inner join partners on partners.id = api_keys.partner_id where api_keys.kid = $7),
+  from api_keys inner join partners on partners.id = api_keys.partner_id where api_keys.kid = $8),
 eligible as (
-  select 1 from k where k.secret_hash = $8 and k.partner_id = $9 and k.mode = $10 and k.revoked_at is null
-  and (k.expires_at is null or k.expires_at > $11) and cardinality(k.allow_cidrs) = 0),
+  select 1 from k where k.secret_hash = $9 and k.partner_id = $10 and k.mode = $11 and k.revoked_at is null
+  and (k.expires_at is null or k.expires_at > $12) and cardinality(k.allow_cidrs) = 0),
 reserved as (${reservationSql('eligible')})
 select k.*, reserved.tat_ms as reserved_tat_ms, reserved.granted as reserved_granted from k left join reserved on true`;
 

@@ -60,17 +60,23 @@ class MemoryRateLimiter implements RateLimiter {
   }
 }
 
+/** How many values a reservation takes: an enclosing statement's own start at `$8`. */
+export const RESERVATION_VALUES = 7;
+
 /**
- * One atomic reservation of up to `$5` tokens from the shared bucket `$1` at `$2` ms (one token every
- * `$3` ms, `$4` ms of capacity), after handing back `$6` ms an expired lease did not use: the same
- * arithmetic as gcra.step(), for several tokens at once, evaluated on the row under its lock. With a
- * `source` (a relation of an enclosing statement), it happens once per row of it, so a statement that
- * reads something can reserve in the same round trip only if what it read allows it.
- * Returns `tat_ms, granted`; values from `$7` on are the enclosing statement's.
+ * One atomic reservation from the shared bucket `$1` at `$2` ms (one token every `$3` ms, `$4` ms of
+ * capacity), after handing back `$6` ms an expired lease did not use: the same arithmetic as
+ * gcra.step(), for several tokens at once, evaluated on the row under its lock. It grants `$5` tokens
+ * (a lease sized by the caller's demand) while the bucket keeps at least half its burst after them;
+ * below that only `$7`, the requests waiting for them now, so that no process holds tokens it may not
+ * spend while another answers 429. With a `source` (a relation of an enclosing statement), it happens
+ * once per row of it, so a statement that reads something can reserve in the same round trip only if
+ * what it read allows it. Returns `tat_ms, granted`.
  */
 export function reservationSql(source?: string): string {
   const base = 'greatest(rate_limits.tat_ms - $6::float8, $2::float8)';
-  const granted = `least($5::float8, greatest(0, floor(($4::float8 - (${base} - $2::float8)) / $3::float8)))`;
+  const available = `greatest(0, floor(($4::float8 - (${base} - $2::float8)) / $3::float8))`;
+  const granted = `least(${available}, case when ${available} - $5::float8 >= $4::float8 / $3::float8 / 2 then $5::float8 else $7::float8 end)`;
   return (
     `insert into rate_limits (key, tat_ms, granted) select $1::text, $2::float8 + $3::float8, 1${source ? ` from ${source}` : ''} ` +
     `on conflict (key) do update set granted = ${granted}, tat_ms = ${base} + ${granted} * $3::float8 returning tat_ms, granted`
@@ -86,7 +92,7 @@ export interface ReservedRow {
 }
 
 /**
- * A reservation a caller's own statement carries (see reservationSql): `values` are its `$1`…`$6`;
+ * A reservation a caller's own statement carries (see reservationSql): `values` are its `$1`…`$7`;
  * `settle` takes the row the reservation returned (undefined: the statement did not reserve) and
  * answers the decision, or undefined when there was none to make (then call take()).
  */
@@ -145,6 +151,8 @@ class SqlRateLimiter implements RateLimiter {
   readonly #clock: Clock;
   readonly #leases = new Map<string, Lease>();
   readonly #reserving = new Map<string, Promise<void>>();
+  /** Requests of this process waiting for a bucket's reservation under way. */
+  readonly #waiting = new Map<string, number>();
 
   constructor(db: Db, clock: Clock) {
     this.#db = db;
@@ -176,7 +184,14 @@ class SqlRateLimiter implements RateLimiter {
       const lease = this.#leases.get(key);
       const pending = this.#reserving.get(key);
       if (pending) {
-        await pending;
+        this.#waiting.set(key, (this.#waiting.get(key) ?? 0) + 1);
+        try {
+          await pending;
+        } finally {
+          const left = (this.#waiting.get(key) ?? 1) - 1;
+          if (left === 0) this.#waiting.delete(key);
+          else this.#waiting.set(key, left);
+        }
         continue;
       }
       let decision: RateDecision | undefined;
@@ -198,7 +213,7 @@ class SqlRateLimiter implements RateLimiter {
     const lease = this.#leases.get(key);
     // A reservation under way (take() waits for it), or a lease that answers with no I/O.
     if (this.#reserving.has(key) || (lease !== undefined && lease.tokens > 0 && nowMs < lease.expiresAtMs)) return undefined;
-    const values = this.#plan(key, policy, nowMs, lease);
+    const values = this.#plan(key, policy, nowMs, lease, 1);
     return {
       values,
       settle: (row) => {
@@ -211,28 +226,29 @@ class SqlRateLimiter implements RateLimiter {
   }
 
   /**
-   * The values of a reservation: as many tokens as the live lease's demand (one without a lease),
-   * handing back what an expired lease did not use. That lease is forgotten here, so two reservations
+   * The values of a reservation: as many tokens as the live lease's demand (one without a lease), or
+   * when the bucket is low only the `need` of this process's requests waiting now, handing back what an expired lease did not use. That lease is forgotten here, so two reservations
    * made at once hand its tokens back only once. What is handed back is no more than what is left of
    * the lease's charge in the bucket: a lease left unspent for an hour hands back nothing, since the
    * bucket has refilled meanwhile and the tokens would be allowed twice.
    */
-  #plan(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined): unknown[] {
+  #plan(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined, need: number): unknown[] {
     const live = lease !== undefined && nowMs < lease.expiresAtMs;
     const interval = intervalMs(policy);
     const maxBatch = Math.max(1, Math.min(MAX_RESERVATION, Math.floor(policy.burst / 4)));
     // A lease spent before it ran out asks for twice as many: a busy caller reaches the cap in ten
     // reservations, where one more token a time took a thousand. An expired lease starts again at one.
     // (A renewal counts the tokens still left as spent: they will be, before its answer is needed.)
-    const want = Math.min(maxBatch, live && lease ? 2 * (lease.demand + lease.tokens) : 1);
+    const want = Math.max(need, Math.min(maxBatch, live && lease ? 2 * (lease.demand + lease.tokens) : 1));
     const refundMs = !live && lease ? Math.min(lease.tokens * interval, Math.max(0, lease.tatMs - nowMs)) : 0;
     if (!live && lease) this.#leases.delete(key);
-    return [key, nowMs, interval, toleranceMs(policy) + interval, want, refundMs];
+    return [key, nowMs, interval, toleranceMs(policy) + interval, want, refundMs, need];
   }
 
   /** Reserves tokens and spends the first one for the caller; the rest become the new lease. */
   async #reserve(key: string, policy: BucketPolicy, nowMs: number, lease: Lease | undefined): Promise<RateDecision> {
-    const values = this.#plan(key, policy, nowMs, lease);
+    // This request and the ones queued behind the reservation that was under way.
+    const values = this.#plan(key, policy, nowMs, lease, 1 + (this.#waiting.get(key) ?? 0));
     const [row] = (await this.#db.executeQuery<ReservedRow>(CompiledQuery.raw(RESERVE, values))).rows;
     if (!row) throw new Error('rate limit reservation returned no row');
     return this.#settle(key, policy, nowMs, row);
@@ -266,7 +282,8 @@ class SqlRateLimiter implements RateLimiter {
    */
   #renew(key: string, policy: BucketPolicy, nowMs: number, lease: Lease): void {
     if (this.#reserving.has(key)) return;
-    const values = this.#plan(key, policy, nowMs, lease);
+    // Ahead of need: a low bucket grants it nothing.
+    const values = this.#plan(key, policy, nowMs, lease, 0);
     const renewal = this.#db
       .executeQuery<ReservedRow>(CompiledQuery.raw(RESERVE, values))
       .then(
