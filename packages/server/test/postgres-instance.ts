@@ -30,15 +30,18 @@ export interface Standby extends PostgresInstance {
   promote(): Promise<void>;
 }
 
-/** Where PostgreSQL's server programs are, or why a test cannot have its own server here. */
-export function postgresPrograms(): { bindir: string } | { missing: string } {
+/**
+ * Where PostgreSQL's server programs are, or why a test cannot have its own server here; `also` names
+ * more programs of the same folder the test runs (`pg_dump`, `pg_restore`).
+ */
+export function postgresPrograms(also: readonly string[] = []): { bindir: string } | { missing: string } {
   let bindir: string;
   try {
     bindir = execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim();
   } catch {
     return { missing: 'pg_config is not on the PATH (install PostgreSQL server programs)' };
   }
-  for (const program of ['initdb', 'pg_ctl', 'postgres', 'pg_basebackup']) {
+  for (const program of ['initdb', 'pg_ctl', 'postgres', 'pg_basebackup', ...also]) {
     if (!existsSync(join(bindir, program))) return { missing: `${program} is not in ${bindir}` };
   }
   if (process.getuid?.() === 0 && spawnSync('id', ['-u', 'postgres']).status !== 0) {
@@ -47,9 +50,9 @@ export function postgresPrograms(): { bindir: string } | { missing: string } {
   return { bindir };
 }
 
-/** The reason to skip a test that needs its own PostgreSQL server, or false when it can run. */
-export function skipWithoutPostgresPrograms(): string | false {
-  const programs = postgresPrograms();
+/** The reason to skip a test that needs its own PostgreSQL server (and the programs `also` names), or false when it can run. */
+export function skipWithoutPostgresPrograms(also: readonly string[] = []): string | false {
+  const programs = postgresPrograms(also);
   return 'missing' in programs ? `no PostgreSQL server programs: ${programs.missing}` : false;
 }
 
@@ -61,8 +64,11 @@ function bindir(): string {
 
 const asRoot = () => process.getuid?.() === 0;
 
-/** Runs a server program, as the `postgres` user when this process is root. */
-function run(program: string, args: string[]): string {
+/**
+ * Runs one of PostgreSQL's programs (`pg_dump`, `pg_restore`, ...) from the server's folder, as the
+ * `postgres` user when this process is root; answers its standard output, throws with its output when it fails.
+ */
+export function runProgram(program: string, args: string[]): string {
   const path = join(bindir(), program);
   const [command, argv] = asRoot() ? ['runuser', ['-u', 'postgres', '--', path, ...args]] : [path, args];
   const result = spawnSync(command, argv, { encoding: 'utf8', cwd: tmpdir() });
@@ -94,7 +100,7 @@ async function freePort(): Promise<number> {
 function instance(root: string, port: number): PostgresInstance {
   const dataDir = join(root, 'data');
   const logFile = join(root, 'server.log');
-  const ctl = (...args: string[]) => run('pg_ctl', ['-D', dataDir, '-l', logFile, '-w', '-t', '60', ...args]);
+  const ctl = (...args: string[]) => runProgram('pg_ctl', ['-D', dataDir, '-l', logFile, '-w', '-t', '60', ...args]);
   const self: PostgresInstance = {
     port,
     dataDir,
@@ -143,7 +149,7 @@ export async function startPostgres(settings: Record<string, string> = {}): Prom
   const root = ownFolder('tenantry-pg-');
   const port = await freePort();
   const server = instance(root, port);
-  run('initdb', ['-D', server.dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  runProgram('initdb', ['-D', server.dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
   configure(server.dataDir, { ...listening(server.dataDir, port), max_connections: '200', ...settings });
   await server.start();
   return server;
@@ -159,7 +165,19 @@ export async function addStandby(primary: PostgresInstance, options: { synchrono
   const port = await freePort();
   const server = instance(root, port);
   const name = `standby_${port}`;
-  run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', server.dataDir, '-R', '-X', 'stream']);
+  runProgram('pg_basebackup', [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(primary.port),
+    '-U',
+    'postgres',
+    '-D',
+    server.dataDir,
+    '-R',
+    '-X',
+    'stream',
+  ]);
   configure(server.dataDir, {
     ...listening(server.dataDir, port),
     primary_conninfo: `'host=127.0.0.1 port=${primary.port} user=postgres application_name=${name}'`,
@@ -167,12 +185,42 @@ export async function addStandby(primary: PostgresInstance, options: { synchrono
   await server.start();
   if (options.synchronous) {
     configure(primary.dataDir, { synchronous_standby_names: `'${name}'` });
-    run('pg_ctl', ['-D', primary.dataDir, 'reload']);
+    runProgram('pg_ctl', ['-D', primary.dataDir, 'reload']);
   }
   return {
     ...server,
     promote: async () => {
-      run('pg_ctl', ['-D', server.dataDir, '-w', 'promote']);
+      runProgram('pg_ctl', ['-D', server.dataDir, '-w', 'promote']);
     },
   };
+}
+
+/**
+ * A new instance restored from a physical backup of `primary` taken while it runs: `pg_basebackup` with
+ * the write-ahead log streamed beside the copy (so the copy is consistent on its own), checked by
+ * `pg_verifybackup`, then started on a port of its own as a server of its own (no standby settings: it
+ * recovers to the end of the backup and accepts writes).
+ */
+export async function startFromBaseBackup(primary: PostgresInstance): Promise<PostgresInstance> {
+  const root = ownFolder('tenantry-pg-restored-');
+  const port = await freePort();
+  const server = instance(root, port);
+  runProgram('pg_basebackup', [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(primary.port),
+    '-U',
+    'postgres',
+    '-D',
+    server.dataDir,
+    '-X',
+    'stream',
+    '-c',
+    'fast',
+  ]);
+  runProgram('pg_verifybackup', [server.dataDir]);
+  configure(server.dataDir, listening(server.dataDir, port));
+  await server.start();
+  return server;
 }
