@@ -104,7 +104,7 @@ export function cpuTimeUs(pid: number): number {
 }
 
 /** The user and system time of a `/proc/…/stat` line (a process's or a thread's), in microseconds. */
-function statCpuUs(stat: string): number {
+export function statCpuUs(stat: string): number {
   // The command name, in parentheses, may itself hold spaces and parentheses: fields start after the last.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / 100;

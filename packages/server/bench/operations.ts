@@ -39,7 +39,7 @@ async function createAtOnce(apis: Api | Api[], prefix: string, count: number): P
 }
 
 /** Until none of the partner's customers is provisioning; then none may have failed (a rate of failures is no rate). */
-async function untilProvisioned(api: Api): Promise<void> {
+export async function untilProvisioned(api: Api): Promise<void> {
   const first = async (status: string) =>
     (JSON.parse((await api('GET', `/customers?status=${status}&limit=1`)).body) as { data: { id: string }[] }).data[0];
   while (await first('provisioning')) await new Promise((resolve) => setTimeout(resolve, 10));

@@ -23,10 +23,11 @@
  *   (j) images (bench/os-images.ts): GET /api/create-vm/{ns}/os-images against a bare node:http route
  *   (k) startup (bench/startup.ts): the installed command on an existing embedded database to a healthy
  *       /readyz (goal 1.5 s), and an operator command against it (goal 0.5 s)
+ *   (l) scale (bench/scale.ts, PostgreSQL only): creations, webhook deliveries and reads by one process, then three
  *
  * Each row prints throughput, p50/p99, the server's CPU time per request and its largest resident set
  * during the load, next to its floor and the ratio (by req/s and by CPU per request: the second is
- * steadier on a shared machine). BENCH_ONLY=api, operations, webhooks, quotas, sdk, images or startup runs one part;
+ * steadier on a shared machine). BENCH_ONLY=api, operations, webhooks, quotas, sdk, images, startup or scale runs one part;
  * BENCH_ONLY=flags compares sets of Node flags for the server head to head (bench/node-flags.ts);
  * BENCH_DURATION_S, BENCH_ROUNDS and BENCH_CONNECTIONS shorten or widen the runs.
  * The server runs in its own process (as `tenantry serve`); the load comes from this one, over loopback.
@@ -62,6 +63,7 @@ import { benchOperations, benchPartner, burstCreates } from './operations.ts';
 import { benchImages } from './os-images.ts';
 import { benchQuotas } from './quotas.ts';
 import { markdownReport, type Row, runFacts, writeReport } from './report.ts';
+import { benchScale } from './scale.ts';
 import { benchSdk } from './sdk.ts';
 import { benchStartup } from './startup.ts';
 import { benchVersions } from './versions.ts';
@@ -324,7 +326,7 @@ const facts = runFacts(
 process.stdout.write(
   `tenantry bench: ${CONNECTIONS} connections, ${DURATION_S} s per run, median of ${ROUNDS} runs, node ${process.version}\n`,
 );
-// BENCH_ONLY=api, operations (e alone), webhooks, quotas, sdk, images or startup runs one part; all by default.
+// BENCH_ONLY=api, operations (e alone), webhooks, quotas, sdk, images, startup or scale runs one part; all by default.
 // BENCH_ONLY=flags and versions (not part of the default run) compare Node flags, and this checkout with
 // other revisions (BENCH_VERSIONS), head to head.
 const only = process.env.BENCH_ONLY;
@@ -385,6 +387,8 @@ if (only === undefined || only === 'images') {
   }
 }
 if (only === undefined || only === 'startup') notes.lines.push(...(await benchStartup('PGlite', embedded())));
+if ((only === undefined && DATABASES.includes('postgres')) || only === 'scale')
+  notes.lines.push(...(await benchScale(POSTGRES_LABEL, onPostgres)));
 print(rows);
 process.stdout.write(`\n${notes.lines.join('\n')}\n`);
 // BENCH_WRITE_DOCS=1 (`npm run bench:docs`): the run also replaces the table in docs/performance.md.
