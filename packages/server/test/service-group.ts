@@ -104,8 +104,8 @@ export class ServiceGroup {
 }
 
 /**
- * A partner with one key exchanged for a token through `member`, with generous limits unless `limits`
- * says otherwise, allowed private webhook receivers (the tests' receiver is on loopback).
+ * A partner with one key exchanged for a token through `member`, with no customer limit and generous
+ * rates unless `limits` says otherwise, allowed private webhook receivers (the tests' receiver is on loopback).
  */
 export async function groupPartner(
   member: Member,
@@ -118,10 +118,13 @@ export async function groupPartner(
     id,
     display_name: `Partner ${id}`,
     allow_private_webhooks: true,
-    limits: { rate_limit_per_minute: 1_000_000, rate_limit_burst: 100_000, max_open_operations: 10_000, ...limits },
+    limits: { max_customers: 0, rate_limit_per_minute: 1_000_000, rate_limit_burst: 100_000, max_open_operations: 10_000, ...limits },
   });
   assert.equal(created.status, 201, created.text);
   const key = (await operator('POST', `/partners/${id}/keys`, {})).body.data.key ?? '';
+  // Room in its pool for thousands of customers of the default plan.
+  const pool = await operator('PUT', `/partners/${id}/capacity`, { pool: { vcpu: 100_000, memory_gib: 400_000, storage_gib: 10_000_000 } });
+  assert.equal(pool.status, 200, pool.text);
   // A new partner's key exchanges once the partner is ready on the platform.
   const exchanged = await eventually(
     () => http<{ access_token: string }>(member.partnerUrl, 'POST', `${PARTNER_API}/auth/token`, { body: { api_key: key } }),

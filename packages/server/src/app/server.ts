@@ -141,7 +141,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     options.database ??
     (await openAppDatabase(
       config.databaseUrl
-        ? { kind: 'postgres', url: config.databaseUrl, statementCache: config.databaseStatementCache }
+        ? {
+            kind: 'postgres',
+            url: config.databaseUrl,
+            statementCache: config.databaseStatementCache,
+            poolSize: config.databasePoolSize,
+          }
         : { kind: 'embedded', dataDir: embeddedDir },
     ).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;

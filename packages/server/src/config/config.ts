@@ -27,6 +27,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Statements each PostgreSQL connection keeps prepared. */
   databaseStatementCache: number;
+  /** Connections to a PostgreSQL server a process opens at most. */
+  databasePoolSize: number;
   dataDir: string;
   listen: HostPort;
   operatorListen: HostPort;
@@ -180,6 +182,12 @@ export function loadConfig(drivers: readonly DriverSettings[], env: Env = proces
 
   return {
     databaseUrl,
+    databasePoolSize: parseInteger(
+      'TENANTRY_DATABASE_POOL_SIZE',
+      get('TENANTRY_DATABASE_POOL_SIZE') ?? fallbackOf('TENANTRY_DATABASE_POOL_SIZE'),
+      1,
+      200,
+    ),
     databaseStatementCache: parseInteger(
       'TENANTRY_DATABASE_STATEMENT_CACHE',
       get('TENANTRY_DATABASE_STATEMENT_CACHE') ?? fallbackOf('TENANTRY_DATABASE_STATEMENT_CACHE'),

@@ -74,6 +74,9 @@ test('TENANTRY_WEBHOOK_CONCURRENCY: 64 by default, 1 to 256, anything else stops
 test('TENANTRY_DATABASE_STATEMENT_CACHE: 256 by default, 0 (off) to 4096, anything else stops start-up naming the variable', () => {
   assert.equal(loadConfig(platformDrivers, {}).databaseStatementCache, 256);
   assert.equal(loadConfig(platformDrivers, { TENANTRY_DATABASE_STATEMENT_CACHE: '0' }).databaseStatementCache, 0);
+  assert.equal(loadConfig(platformDrivers, {}).databasePoolSize, 10);
+  assert.equal(loadConfig(platformDrivers, { TENANTRY_DATABASE_POOL_SIZE: '40' }).databasePoolSize, 40);
+  assert.throws(() => loadConfig(platformDrivers, { TENANTRY_DATABASE_POOL_SIZE: '0' }), /TENANTRY_DATABASE_POOL_SIZE/);
   for (const bad of ['4097', 'many', '-1', '1.5']) {
     assert.throws(() => loadConfig(platformDrivers, { TENANTRY_DATABASE_STATEMENT_CACHE: bad }), /TENANTRY_DATABASE_STATEMENT_CACHE/, bad);
   }

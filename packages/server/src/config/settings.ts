@@ -23,10 +23,15 @@ export const SETTINGS = [
     description: 'postgres:// URL of a PostgreSQL server; several tenantry serve processes may share it',
   },
   {
+    variable: 'TENANTRY_DATABASE_POOL_SIZE',
+    fallback: '10',
+    description:
+      'PostgreSQL server: connections a process opens at most for requests and background work (1-200); the sandbox opens 4 more',
+  },
+  {
     variable: 'TENANTRY_DATABASE_STATEMENT_CACHE',
     fallback: String(STATEMENT_CACHE_DEFAULT),
-    description:
-      'PostgreSQL server: statements each connection keeps prepared (0-4096); 0 for PgBouncer in transaction mode before 1.21, or without max_prepared_statements',
+    description: 'PostgreSQL server: statements each connection keeps prepared (0-4096); 0 behind any transaction-mode pooler (PgBouncer)',
   },
   {
     variable: 'TENANTRY_DATA_DIR',

@@ -92,12 +92,14 @@ describe('chart: rendered with the real helm, every object validated against its
     assert.equal(config.data.MALLOC_ARENA_MAX, MALLOC_ENV.MALLOC_ARENA_MAX);
     // The server's own default; 0 (off, for PgBouncer) is rendered, not dropped.
     assert.equal(config.data.TENANTRY_DATABASE_STATEMENT_CACHE, fallbackOf('TENANTRY_DATABASE_STATEMENT_CACHE'));
+    assert.equal(config.data.TENANTRY_DATABASE_POOL_SIZE, fallbackOf('TENANTRY_DATABASE_POOL_SIZE'));
     const pooled = find(
-      render({ serve: { database: { secretName: 'tenantry-db', statementCache: 0 } } }),
+      render({ serve: { database: { secretName: 'tenantry-db', statementCache: 0, poolSize: 30 } } }),
       'ConfigMap',
       'tenantry',
     ) as unknown as { data: Record<string, string> };
     assert.equal(pooled.data.TENANTRY_DATABASE_STATEMENT_CACHE, '0');
+    assert.equal(pooled.data.TENANTRY_DATABASE_POOL_SIZE, '30');
   });
 
   test('the cluster API endpoint enabled: pool, advertisement, selector-less Service, manager with least privilege', () => {

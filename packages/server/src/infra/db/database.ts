@@ -38,8 +38,11 @@ export interface DatabaseHandle<DB = unknown> {
 
 export type DatabaseTarget =
   | { kind: 'embedded'; dataDir: string | undefined }
-  /** `statementCache`: statements kept prepared per connection (0: none, for PgBouncer before 1.21 in transaction mode). */
-  | { kind: 'postgres'; url: string; statementCache?: number | undefined };
+  /**
+   * `statementCache`: statements kept prepared per connection (0: none, behind a transaction-mode pooler);
+   * `poolSize`: connections opened at most (default 10).
+   */
+  | { kind: 'postgres'; url: string; statementCache?: number | undefined; poolSize?: number | undefined };
 
 // int8 (counts) as numbers in both drivers; PGlite already does this.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -71,7 +74,7 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
     }
   }
   const statementCache = target.statementCache ?? STATEMENT_CACHE_DEFAULT;
-  const pool = serverPool({ connectionString: target.url, max: 10 }, statementCache);
+  const pool = serverPool({ connectionString: target.url, max: target.poolSize ?? 10 }, statementCache);
   const db = runPrecompiledOnPool(trackTransactions(new Kysely<DB>({ dialect: new PostgresDialect({ pool }) })), pool);
   let asynchronous: Promise<Kysely<DB>> | undefined;
   return {
@@ -184,7 +187,12 @@ const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT
  * cannot connect now (starting up, in recovery), 57P05 idle-session timeout, 25P03 idle-in-transaction
  * timeout, 53300 too many connections (the server's, the role's or the database's limit).
  */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '25P03', '53300']);
+/**
+ * Sessions ended or refused (57P0x, 53300), an idle transaction timed out (25P03), a statement cancelled
+ * by `statement_timeout` or an administrator (57014), a lock not had within `lock_timeout` (55P03), and
+ * the server short of disk or memory (class 53): moments a retry may outlast.
+ */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '57P05', '25P03', '57014', '55P03']);
 
 /** True when an error means "the database cannot be reached right now", not "the query is wrong". */
 export function isDatabaseUnavailable(error: unknown): boolean {
@@ -192,8 +200,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string') {
     if (UNAVAILABLE_NODE_CODES.has(code)) return true;
-    // SQLSTATE class 08 (connection exception), and the codes PostgreSQL ends or refuses a session with.
-    if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
+    // SQLSTATE class 08 (connection exception), class 53 (insufficient resources), and the codes above.
+    if (code.startsWith('08') || code.startsWith('53') || UNAVAILABLE_SQLSTATES.has(code)) return true;
   }
   // A prepared statement whose table a newer process's migration changed, inside a transaction: the
   // connection has prepared it again for the next try (named-statements.ts).

@@ -6,7 +6,7 @@ import type { Clock } from '../clock.ts';
 import { ApiError, ERROR_CATALOGUE, type ErrorCode, validationError } from '../errors/catalogue.ts';
 import { appendRouteHook } from '../http/route-hooks.ts';
 import { type PendingAnswer, withPendingAnswer } from './answer.ts';
-import { claimKey, completeKey, type IdempotencyScope, releaseKey, releaseRunningKeys } from './store.ts';
+import { claimKey, completeKey, IDEMPOTENCY_LEASE_MS, type IdempotencyScope, releaseKey, releaseRunningKeys } from './store.ts';
 import type { IdempotencyTables } from './tables.ts';
 
 /** This module's own tables: infrastructure knows no domain module's. */
@@ -52,6 +52,8 @@ export const idempotencyPlugin = fp(
     // its request unanswered and its effect uncommitted (an effect commits with its answer), so a retry
     // may run it again now rather than when the key's lease runs out.
     if (opts.exclusive) await releaseRunningKeys(db);
+    const unreleased = unreleasedClaims(db, clock);
+    app.addHook('onClose', async () => unreleased.stop());
 
     /** `statusCode`: the route's one success status, read from its schema when the route is added. */
     const claim = async (request: FastifyRequest, reply: FastifyReply, statusCode: number | undefined) => {
@@ -121,12 +123,13 @@ export const idempotencyPlugin = fp(
       }
       if (reply.statusCode >= 500 || isRetryableError(reply.statusCode, body)) {
         // The spec says retry these (same key): the retry must run again, not replay the refusal. A key
-        // that cannot be released now (the database is away too) is freed by its lease; the answer stands.
+        // that cannot be released now (the database is away too) is released once it answers again.
         try {
           await releaseKey(db, scope, request.id);
         } catch (error) {
           const reason = String((error as Error).message).slice(0, 200);
-          request.log.warn({ request_id: request.id, reason }, 'idempotency key not released');
+          request.log.warn({ request_id: request.id, reason }, 'idempotency key not released yet');
+          unreleased.add(scope, request.id);
         }
         return payload;
       }
@@ -185,4 +188,44 @@ function canonicalJson(value: unknown): string {
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   return JSON.stringify(value);
+}
+
+/** The most claims a process keeps trying to release; beyond it, their lease frees them. */
+const MAX_UNRELEASED = 10_000;
+const RELEASE_RETRY_MS = 500;
+
+/**
+ * Claims of failed requests that could not be released when they failed (the database was away too):
+ * tried again every half second, so that a retry after a 503 runs as soon as the database is back rather
+ * than when the claim's lease runs out. A claim is given up when its lease has run out anyway.
+ */
+function unreleasedClaims(db: Db, clock: Clock) {
+  const claims = new Map<string, { scope: IdempotencyScope; requestId: string; untilMs: number }>();
+  let timer: NodeJS.Timeout | undefined;
+  const retry = async () => {
+    for (const [id, claim] of claims) {
+      if (claim.untilMs <= clock.nowMs()) {
+        claims.delete(id);
+        continue;
+      }
+      try {
+        await releaseKey(db, claim.scope, claim.requestId);
+        claims.delete(id);
+      } catch {
+        break; // Still away: all of them later.
+      }
+    }
+    timer = claims.size > 0 ? setTimeout(retry, RELEASE_RETRY_MS).unref() : undefined;
+  };
+  return {
+    add(scope: IdempotencyScope, requestId: string) {
+      if (claims.size >= MAX_UNRELEASED) return;
+      claims.set(`${scope.partnerId}\0${scope.mode}\0${scope.key}`, { scope, requestId, untilMs: clock.nowMs() + IDEMPOTENCY_LEASE_MS });
+      timer ??= setTimeout(retry, RELEASE_RETRY_MS).unref();
+    },
+    stop() {
+      clearTimeout(timer);
+      claims.clear();
+    },
+  };
 }
