@@ -124,9 +124,14 @@ describe('three processes through faults', { skip: skipWithoutPostgresPrograms()
       await group.stop();
       await receiver.close();
     });
-    const { token } = await groupPartner(group.member(0), 'crashy');
-    const hook = await partnerApi(group.member(0), 'PUT', '/webhook', { token, body: { url: receiver.url() } });
-    assert.equal(hook.status, 200, hook.text);
+    // Two partners share the customers: the sandbox gives a partner 1,024 address ranges.
+    const tokens: string[] = [];
+    for (const id of ['crashy-a', 'crashy-b']) {
+      const { token } = await groupPartner(group.member(0), id);
+      const hook = await partnerApi(group.member(0), 'PUT', '/webhook', { token, body: { url: receiver.url() } });
+      assert.equal(hook.status, 200, hook.text);
+      tokens.push(token);
+    }
 
     let kills = 0;
     killer = (async () => {
@@ -140,10 +145,14 @@ describe('three processes through faults', { skip: skipWithoutPostgresPrograms()
       }
     })();
     const startedAt = Date.now();
-    const { acknowledged, longestRetryMs } = await createAll(group, token, 'k', CUSTOMERS, { killing: true }).finally(() => {
+    const created = await Promise.all(
+      tokens.map((token, i) => createAll(group, token, `k${i}-`, CUSTOMERS / tokens.length, { killing: true })),
+    ).finally(() => {
       creating = false;
     });
     await killer;
+    const acknowledged = created.flatMap((c) => c.acknowledged);
+    const longestRetryMs = Math.max(...created.map((c) => c.longestRetryMs));
     assert.equal(acknowledged.length, CUSTOMERS);
 
     // Operations a killed process had claimed are taken over once their lease expires.
@@ -152,12 +161,13 @@ describe('three processes through faults', { skip: skipWithoutPostgresPrograms()
       (rows) => rows[0]?.open === 0,
       120_000,
     );
-    const operations = await query<{ customer_id: string; status: string }>(url, 'select customer_id, status from operations');
-    assert.equal(operations.length, CUSTOMERS, 'one operation per customer: no create ran twice');
-    assert.ok(
-      operations.every((op) => op.status === 'succeeded'),
-      'every operation succeeded',
+    const operations = await query<{ customer_id: string; status: string; error_code: string | null; error_message: string | null }>(
+      url,
+      'select customer_id, status, error_code, error_message from operations',
     );
+    assert.equal(operations.length, CUSTOMERS, 'one operation per customer: no create ran twice');
+    const failed = operations.filter((op) => op.status !== 'succeeded');
+    assert.deepEqual(failed.slice(0, 5), [], `${failed.length} operations did not succeed`);
     const stuck = await query(url, "select id from customers where status <> 'active'");
     assert.deepEqual(stuck, [], 'no customer stuck');
     const events = await query<{ id: string; customer_id: string }>(

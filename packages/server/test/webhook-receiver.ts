@@ -19,8 +19,11 @@ export interface ReceivedDelivery {
   receivedAtMs: number;
 }
 
-/** What the receiver answers: a status, or `hang` (never answer) or `reset` (drop the connection). */
-export type Answer = number | 'hang' | 'reset';
+/**
+ * What the receiver answers: a status, `hang` (never answer), `reset` (drop the connection), or a status
+ * after a delay (a receiver that crawls).
+ */
+export type Answer = number | 'hang' | 'reset' | { status: number; afterMs: number };
 
 /**
  * A real HTTPS webhook receiver on loopback, with a certificate from the test CA (trusted by the
@@ -62,6 +65,14 @@ export class WebhookReceiver {
           }
           if (answer === 'reset') {
             request.socket.destroy();
+            return;
+          }
+          if (typeof answer === 'object') {
+            const timer = setTimeout(() => response.writeHead(answer.status).end('ok'), answer.afterMs);
+            this.#hanging.add(() => {
+              clearTimeout(timer);
+              response.destroy();
+            });
             return;
           }
           response.writeHead(answer, answer >= 300 && answer < 400 ? { location: '/redirected' } : {}).end('ok');
