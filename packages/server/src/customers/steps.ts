@@ -16,10 +16,10 @@ import { countPartnerCustomers, lockPartner } from '../partners/service.ts';
 import type { PartnerTables } from '../partners/tables.ts';
 import type { Platform } from '../platform/platform.ts';
 import type { Project } from '../projects/schemas.ts';
-import { projectForPlatformOf } from '../projects/service.ts';
+import { projectForPlatform } from '../projects/service.ts';
 import { advanceProject, keepAddressRange, projectRef, settleFirstProject } from '../projects/steps.ts';
 import type { ProjectTables } from '../projects/tables.ts';
-import { ownerForPlatformOf, ownerMadeReady, type UserService, userSpec } from '../users/service.ts';
+import { ownerForPlatform, ownerMadeReady, type UserService, userSpec } from '../users/service.ts';
 import type { UserTables } from '../users/tables.ts';
 import { organizationRef, startTeardown } from './lifecycle.ts';
 import { type CustomerRow, findCustomerByUid, graceEnded, lockCustomerByUid, removeCustomer, settleProvisioningCustomer } from './store.ts';
@@ -42,12 +42,17 @@ interface Locked {
   customer: CustomerRow | undefined;
 }
 
-/** The customer being created with its quota as the platform needs it: one read, compiled once. */
-const readForCreation = precompile((db: StepsDb, a: { uid: string }) =>
+/**
+ * The customer being created with its quota, owner and first project as the platform needs them, each
+ * part the subquery of the module that owns it: one read, compiled once.
+ */
+const readForCreation = precompile((db: StepsDb, a: { uid: string; project: string }) =>
   db
     .selectFrom('customers')
     .selectAll()
     .select(jsonObjectFrom(customerQuotaForPlatform(a.uid)).as('quota'))
+    .select(jsonObjectFrom(ownerForPlatform(a.uid)).as('owner'))
+    .select(jsonObjectFrom(projectForPlatform(a.uid, a.project)).as('project'))
     .where('uid', '=', a.uid),
 );
 
@@ -105,14 +110,10 @@ export function registerCustomerSteps(engine: OperationEngine<StepsTables>, deps
     // The organization, its plan and quota, the owner admin (once the organization exists), then the first project.
     async advance(op, ctx) {
       // The customer with its quota, owner and first project as the platform needs them.
-      const [found] = (await readForCreation(db, { uid: op.customer_uid })).rows;
+      const [found] = (await readForCreation(db, { uid: op.customer_uid, project: op.project ?? 'default' })).rows;
       if (!found?.quota) return fail('CUSTOMER_DELETED');
-      const { quota, ...customer } = found;
+      const { quota, owner, project, ...customer } = found;
       if (customer.status !== 'provisioning') return fail('CUSTOMER_DELETING');
-      const [owner, project] = await Promise.all([
-        ownerForPlatformOf(db, customer.uid).then((row) => row ?? null),
-        projectForPlatformOf(db, customer.uid, op.project ?? 'default'),
-      ]);
       const org = organizationRef(customer);
       const organization = { ...org, displayName: customer.display_name, planId: quota.plan_id };
       // The whole customer in one call where the driver takes it so; else one call at a time.

@@ -17,14 +17,13 @@ import { type Project, toProject } from './schemas.ts';
 import {
   allProjects,
   findProject,
-  findProjectForPlatform,
   insertProject,
   listProjects,
   lockProject,
   namespacesTaken,
-  type ProjectForPlatform,
   type ProjectRow,
   projectCount,
+  projectForPlatformOf,
   projectInsert,
   projectNamed,
   setProjectState,
@@ -55,9 +54,9 @@ export function projectNamespacesTaken(
   return namespacesTaken(db, scope, names).execute();
 }
 
-/** The customer's project `name` as provisioning it on the platform needs it, if it exists. */
-export function projectForPlatformOf(db: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectForPlatform | undefined> {
-  return findProjectForPlatform(db, customerUid, name);
+/** The customer's project `name` as provisioning it on the platform needs it: a subquery for the caller's statement. */
+export function projectForPlatform(customerUid: string, name: string) {
+  return projectForPlatformOf(customerUid, name);
 }
 
 /** A customer's projects (CONTRACT §4): created and deleted by operations, read at any time. */

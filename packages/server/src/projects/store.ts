@@ -1,4 +1,4 @@
-import { type ExpressionBuilder, type QueryCreator, sql } from 'kysely';
+import { type Expression, type ExpressionBuilder, expressionBuilder, type QueryCreator, sql } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
@@ -31,18 +31,16 @@ export function namespacesTaken(qc: QueryCreator<ProjectTables>, scope: string, 
 const PROJECT_FOR_PLATFORM = ['uid', 'name', 'namespace', 'cidr'] as const;
 export type ProjectForPlatform = Pick<ProjectRow, (typeof PROJECT_FOR_PLATFORM)[number]>;
 
-/** The customer's project `name` as provisioning needs it: once a creation's look, so compiled once. */
-const readProjectForPlatform = precompile((db: Db<ProjectTables>, a: { customerUid: string; name: string }) =>
-  db.selectFrom('projects').select(PROJECT_FOR_PLATFORM).where('customer_uid', '=', a.customerUid).where('name', '=', a.name),
-);
-
-export async function findProjectForPlatform(
-  db: Db<ProjectTables>,
-  customerUid: string,
-  name: string,
-): Promise<ProjectForPlatform | undefined> {
-  const [row] = (await readProjectForPlatform(db, { customerUid, name })).rows;
-  return row;
+/**
+ * The customer's project `name` as provisioning needs it, as a subquery another module's statement
+ * embeds (a creation's look reads its customer, quota, owner and project in one round trip).
+ */
+export function projectForPlatformOf(customerUid: Expression<string> | string, name: string) {
+  return expressionBuilder<ProjectTables, never>()
+    .selectFrom('projects')
+    .select(PROJECT_FOR_PLATFORM)
+    .where('customer_uid', '=', customerUid)
+    .where('name', '=', name);
 }
 
 export async function findProject(db: Db<ProjectTables>, customerUid: string, name: string): Promise<ProjectRow | undefined> {

@@ -14,11 +14,11 @@ import type { UserCustomer, UserCustomers } from './customers.ts';
 import { UserReadiness } from './readiness.ts';
 import { type CreateUserRequest, toUser, type User } from './schemas.ts';
 import {
-  findOwnerForPlatform,
   findUser,
   findUserByUid,
   insertUser,
   listUsers,
+  ownerForPlatformOf,
   removeUserByUid,
   setOwnerReady,
   setUserPlatformState,
@@ -65,9 +65,9 @@ export async function addOwners(trx: Db<UserTables>, rows: readonly UserRow[]): 
   await userInsert(trx, rows).execute();
 }
 
-/** The customer's owner as the platform needs it, if it has one. */
-export function ownerForPlatformOf(db: Db<UserTables>, customerUid: string): Promise<UserForPlatform | undefined> {
-  return findOwnerForPlatform(db, customerUid);
+/** The customer's owner as the platform needs it: a subquery for the caller's statement. */
+export function ownerForPlatform(customerUid: string) {
+  return ownerForPlatformOf(customerUid);
 }
 
 /** The owner was made on the platform with its customer: ready, in the caller's transaction (nothing done when it already was). */

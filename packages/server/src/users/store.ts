@@ -1,4 +1,4 @@
-import type { QueryCreator } from 'kysely';
+import { type Expression, expressionBuilder, type QueryCreator } from 'kysely';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
@@ -35,14 +35,16 @@ export async function findUser(db: Db<UserTables>, customerUid: string, username
 const USER_FOR_PLATFORM = ['username', 'email', 'role', 'is_owner', 'first_name', 'last_name'] as const;
 export type UserForPlatform = Pick<UserRow, (typeof USER_FOR_PLATFORM)[number]>;
 
-/** The customer's owner as the platform needs it: once a creation's look, so compiled once. */
-const readOwnerForPlatform = precompile((db: Db<UserTables>, a: { customerUid: string }) =>
-  db.selectFrom('users').select(USER_FOR_PLATFORM).where('customer_uid', '=', a.customerUid).where('is_owner', '=', true),
-);
-
-export async function findOwnerForPlatform(db: Db<UserTables>, customerUid: string): Promise<UserForPlatform | undefined> {
-  const [row] = (await readOwnerForPlatform(db, { customerUid })).rows;
-  return row;
+/**
+ * The customer's owner as the platform needs it, as a subquery another module's statement embeds (a
+ * creation's look reads its customer, quota, owner and project in one round trip).
+ */
+export function ownerForPlatformOf(customerUid: Expression<string> | string) {
+  return expressionBuilder<UserTables, never>()
+    .selectFrom('users')
+    .select(USER_FOR_PLATFORM)
+    .where('customer_uid', '=', customerUid)
+    .where('is_owner', '=', true);
 }
 
 /** Moves a user's platform state (pending → ready, * → removing). */

@@ -60,9 +60,6 @@ class MemoryRateLimiter implements RateLimiter {
   }
 }
 
-/** How many values a reservation takes: an enclosing statement's own start at `$8`. */
-export const RESERVATION_VALUES = 7;
-
 /**
  * One atomic reservation from the shared bucket `$1` at `$2` ms (one token every `$3` ms, `$4` ms of
  * capacity), after handing back `$6` ms an expired lease did not use: the same arithmetic as
@@ -71,7 +68,7 @@ export const RESERVATION_VALUES = 7;
  * below that only `$7`, the requests waiting for them now, so that no process holds tokens it may not
  * spend while another answers 429. With a `source` (a relation of an enclosing statement), it happens
  * once per row of it, so a statement that reads something can reserve in the same round trip only if
- * what it read allows it. Returns `tat_ms, granted`.
+ * what it read allows it; its own values start at `$8`. Returns `tat_ms, granted`.
  */
 export function reservationSql(source?: string): string {
   const base = 'greatest(rate_limits.tat_ms - $6::float8, $2::float8)';
