@@ -128,6 +128,9 @@ describe('receivers that hang, reset or crawl, with three processes', {
         `with them: API p99 ${withBad.apiP99.toFixed(1)} ms, lag p99 ${withBad.lagP99} ms (${withBad.delivered} delivered); attempts at the bad receivers: ${attempts}`,
     );
     assert.ok(withBad.delivered > 0 && without.delivered > 0);
+    // Three processes share the deliveries, and none sends one another has sent.
+    const good = receivers.get('good') as WebhookReceiver;
+    assert.equal(good.deliveries.length, new Set(good.ids()).size, 'each event delivered once');
     assert.ok(withBad.lagP99 < Math.max(1_000, 2 * without.lagP99), `lag p99 ${withBad.lagP99} ms against ${without.lagP99} ms`);
     assert.ok(withBad.apiP99 < 2 * without.apiP99 + 50, `API p99 ${withBad.apiP99} ms against ${without.apiP99} ms`);
     // The bad receivers were tried: the comparison is not of an idle dispatcher.
