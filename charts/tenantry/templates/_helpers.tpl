@@ -19,6 +19,47 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* "true" when `tenantry serve` runs on the embedded database: no PostgreSQL Secret is named. */}}
+{{- define "tenantry.embedded" -}}
+{{- if not .Values.serve.database.secretName -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Secrets holding the operator token and the secret key: the ones named, else the chart's own. */}}
+{{- define "tenantry.operatorTokenSecret" -}}
+{{- .Values.serve.operatorToken.secretName | default (printf "%s-operator-token" (include "tenantry.fullname" .)) -}}
+{{- end -}}
+
+{{- define "tenantry.secretKeySecret" -}}
+{{- .Values.serve.secretKey.secretName | default (printf "%s-secret-key" (include "tenantry.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+A Secret the chart generates once: on later renders (`helm upgrade`, a reinstall after an uninstall kept it)
+the value already in the cluster is read back with `lookup`, so the token and the key never change under
+the data they sealed. `helm template` and client-side dry runs see no cluster and show a fresh value.
+Arguments: the root context, the Secret's name, its key, a freshly generated value.
+*/}}
+{{- define "tenantry.generatedSecret" -}}
+{{- $root := index . 0 -}}{{- $name := index . 1 -}}{{- $key := index . 2 -}}{{- $fresh := index . 3 -}}
+{{- $existing := lookup "v1" "Secret" $root.Release.Namespace $name -}}
+{{- $value := $fresh | b64enc -}}
+{{- if and $existing $existing.data (hasKey $existing.data $key) -}}{{- $value = index $existing.data $key -}}{{- end -}}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "tenantry.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: serve
+  annotations:
+    # Deleting it would leave the sealed data unreadable (the key) and the operator's tooling locked out.
+    helm.sh/resource-policy: keep
+type: Opaque
+data:
+  {{ $key }}: {{ $value }}
+{{- end -}}
+
 {{/* Pod and container security settings shared by both Deployments. */}}
 {{- define "tenantry.podSecurity" -}}
 runAsNonRoot: true
@@ -73,6 +114,17 @@ capabilities:
 {{- end -}}
 {{- if and $host $root.Values.platform.hostnames.kubeAPI (eq (lower $host) (lower $root.Values.platform.hostnames.kubeAPI)) -}}
 {{- fail (printf "%s.backend.health.host is %q, the cluster API hostname: that is a TLS pass-through route, the gateway resets the probe's handshake and every node would leave the slice; use a TLS-terminating route such as the console host" $path $host) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A `health:` block directly under an endpoint is ignored by nothing else: the probe would silently keep its
+defaults. The probe settings are the backend's (`backend.health`, where Kube-DC's chart has them too).
+*/}}
+{{- define "tenantry.misplacedHealth" -}}
+{{- $cfg := index . 0 -}}{{- $key := index . 1 -}}
+{{- if hasKey $cfg "health" -}}
+{{- fail (printf "platformEndpoints.%s.health is not a setting: the probe settings go under platformEndpoints.%s.backend.health (scheme, path, port, host, ...)" $key $key) -}}
 {{- end -}}
 {{- end -}}
 

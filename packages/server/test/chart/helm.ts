@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -50,25 +50,36 @@ export interface HelmResult {
   stderr: string;
 }
 
+/** No user configuration, no cache, no network: helm works only on the local chart (and a given kubeconfig). */
+function helmEnv(home: string): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: home,
+    HELM_CACHE_HOME: join(home, 'cache'),
+    HELM_CONFIG_HOME: join(home, 'config'),
+    HELM_DATA_HOME: join(home, 'data'),
+  };
+}
+
 export function helm(args: string[]): HelmResult {
   const home = mkdtempSync(join(tmpdir(), 'tenantry-helm-home-'));
   try {
-    const result = spawnSync(helmBinary(), args, {
-      encoding: 'utf8',
-      // No user configuration, no cache, no network: helm works only on the local chart.
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: home,
-        HELM_CACHE_HOME: join(home, 'cache'),
-        HELM_CONFIG_HOME: join(home, 'config'),
-        HELM_DATA_HOME: join(home, 'data'),
-      },
-      timeout: 60_000,
-    });
+    const result = spawnSync(helmBinary(), args, { encoding: 'utf8', env: helmEnv(home), timeout: 60_000 });
     return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+/** helm without blocking the event loop: for a cluster that answers from this process (the API double). */
+function helmAsync(args: string[]): Promise<HelmResult> {
+  const home = mkdtempSync(join(tmpdir(), 'tenantry-helm-home-'));
+  return new Promise<HelmResult>((resolve) => {
+    execFile(helmBinary(), args, { encoding: 'utf8', env: helmEnv(home), timeout: 60_000 }, (error, stdout, stderr) => {
+      rmSync(home, { recursive: true, force: true });
+      resolve({ status: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
 }
 
 export interface RenderedObject {
@@ -89,16 +100,36 @@ function withValuesFile<T>(values: Record<string, unknown>, run: (file: string) 
   }
 }
 
+function parseRender(result: HelmResult): { objects: RenderedObject[]; error?: string } {
+  if (result.status !== 0) return { objects: [], error: result.stderr.trim() };
+  const objects = parseAllDocuments(result.stdout)
+    .map((doc) => doc.toJS() as RenderedObject | null)
+    .filter((o): o is RenderedObject => o !== null);
+  return { objects };
+}
+
 /** `helm template` with the given values: the objects, or the error helm printed. */
 export function template(values: Record<string, unknown>): { objects: RenderedObject[]; error?: string } {
-  return withValuesFile(values, (file) => {
-    const result = helm(['template', 'tenantry', CHART, '--namespace', 'tenantry', '--values', file]);
-    if (result.status !== 0) return { objects: [], error: result.stderr.trim() };
-    const objects = parseAllDocuments(result.stdout)
-      .map((doc) => doc.toJS() as RenderedObject | null)
-      .filter((o): o is RenderedObject => o !== null);
-    return { objects };
-  });
+  return withValuesFile(values, (file) => parseRender(helm(['template', 'tenantry', CHART, '--namespace', 'tenantry', '--values', file])));
+}
+
+/**
+ * `helm template --dry-run=server` against a cluster: what `helm install` or `helm upgrade` would apply,
+ * with `lookup` reading the cluster. The OpenAPI check is off: the API double serves no protobuf.
+ */
+export async function templateAgainst(
+  kubeconfig: string,
+  values: Record<string, unknown> = {},
+): Promise<{ objects: RenderedObject[]; error?: string }> {
+  const dir = mkdtempSync(join(tmpdir(), 'tenantry-values-'));
+  try {
+    const file = join(dir, 'values.json');
+    writeFileSync(file, JSON.stringify(values));
+    const args = ['template', 'tenantry', CHART, '--namespace', 'tenantry', '--values', file, '--kubeconfig', kubeconfig];
+    return parseRender(await helmAsync([...args, '--dry-run=server', '--disable-openapi-validation']));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export function lint(values: Record<string, unknown>): HelmResult {

@@ -6,18 +6,22 @@ import { ClusterRoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
+import { PersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim';
+import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import type { RenderedObject } from './helm.ts';
 
 /**
  * Offline schemas for every kind the chart renders. Built-in kinds: the `kubernetes-models` package (its
- * validators are generated from the Kubernetes OpenAPI document). MetalLB's two kinds: no npm package ships
+ * validators are generated from the Kubernetes OpenAPI document). MetalLB's three kinds: no npm package ships
  * their CRDs, so these schemas are written here from MetalLB's API reference (metallb.io/v1beta1),
  * restricted to the fields that exist there and strict about unknown ones.
  */
 const BUILT_IN: Record<string, new (data: never) => { validate(): void }> = {
   'v1/ConfigMap': ConfigMap,
+  'v1/PersistentVolumeClaim': PersistentVolumeClaim,
+  'v1/Secret': Secret,
   'v1/Service': Service,
   'v1/ServiceAccount': ServiceAccount,
   'apps/v1/Deployment': Deployment,
@@ -101,6 +105,29 @@ const METALLB: Record<string, object> = {
           ipAddressPoolSelectors: { type: 'array', items: labelSelector },
           nodeSelectors: { type: 'array', items: labelSelector },
           interfaces: { type: 'array', items: { type: 'string' } },
+        },
+      },
+    },
+  },
+  'metallb.io/v1beta1/BGPAdvertisement': {
+    type: 'object',
+    required: ['apiVersion', 'kind', 'metadata'],
+    properties: {
+      apiVersion: { const: 'metallb.io/v1beta1' },
+      kind: { const: 'BGPAdvertisement' },
+      metadata,
+      spec: {
+        type: 'object',
+        additionalProperties: false,
+        properties: {
+          aggregationLength: { type: 'integer', minimum: 0, maximum: 32 },
+          aggregationLengthV6: { type: 'integer', minimum: 0, maximum: 128 },
+          localPref: { type: 'integer', minimum: 0 },
+          communities: { type: 'array', items: { type: 'string' } },
+          ipAddressPools: { type: 'array', items: { type: 'string' } },
+          ipAddressPoolSelectors: { type: 'array', items: labelSelector },
+          nodeSelectors: { type: 'array', items: labelSelector },
+          peers: { type: 'array', items: { type: 'string', minLength: 1 } },
         },
       },
     },
