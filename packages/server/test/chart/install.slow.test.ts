@@ -111,6 +111,8 @@ describe('chart: installed with no values', () => {
     const deployment = deploymentOf(objects);
     assert.equal(deployment.spec.replicas, 1);
     assert.equal(deployment.spec.strategy.type, 'Recreate');
+    // One host name for every pod of the claim: a replacement takes over a dead pod's lock.
+    assert.equal((deployment.spec.template.spec as { hostname?: string }).hostname, 'tenantry');
     assert.deepEqual(secretRefs(objects), [
       'TENANTRY_OPERATOR_TOKEN tenantry-operator-token/token',
       'TENANTRY_SECRET_KEY tenantry-secret-key/key',
@@ -138,6 +140,7 @@ describe('chart: installed with no values', () => {
     const deployment = deploymentOf(postgres);
     assert.equal(deployment.spec.replicas, 2);
     assert.equal(deployment.spec.strategy.type, 'RollingUpdate');
+    assert.equal((deployment.spec.template.spec as { hostname?: string }).hostname, undefined, 'replicas keep their own host names');
     assert.equal(postgres.filter((o) => o.kind === 'PersistentVolumeClaim').length, 0);
     assert.deepEqual(dataVolume(postgres), { name: 'data', emptyDir: {} });
     assert.deepEqual(secretRefs(postgres), [
