@@ -68,8 +68,11 @@ if (target) {
       assert.equal(counter.exchanges - before, 1, 'exchanged once, then stopped');
     });
 
-    test('typed errors carry code, status, request id and details', async () => {
+    test('typed errors carry code, status, request id and details; a success its request id on lastResponse', async () => {
       const client = new Tenantry({ apiKey: p.liveKey, baseUrl: server.partnerUrl });
+      const me = await client.auth.whoami();
+      assert.match(me.lastResponse.requestId ?? '', /^req_/);
+      assert.equal(me.lastResponse.statusCode, 200);
       const error = await client.customers.get('nobody-here').catch((e: unknown) => e);
       assert.ok(error instanceof TenantryError);
       assert.equal(error.code, 'NOT_FOUND');

@@ -1,53 +1,35 @@
 /**
  * The HTTP core of the SDK: token handling and retries exactly as partner-api.md says (Token handling
- * rules; Errors, Action column; Idempotency rules). fetch and Web Crypto only.
+ * rules; Errors, Action column; Idempotency rules), every request bounded by a timeout and the caller's
+ * signal. fetch and Web Crypto only.
  */
+import { bounded, pause } from './abort.ts';
+import { TenantryConnectionError, type TenantryError, toError } from './errors.ts';
+import { type ClientOptions, checkTimeout, type ReadOptions, type RequestOptions, type Settings, settings } from './options.ts';
 
-export interface ClientOptions {
-  /** `tnt_live_...` or `tnt_test_...`. */
-  apiKey: string;
-  /** The service's origin, e.g. `https://api.example.com`. */
-  baseUrl: string;
-  /** Retries after the first attempt, for the codes the error table says to retry. Default 3. */
-  maxRetries?: number;
-  fetch?: typeof fetch;
-  /** The clock (ms), for token expiry. */
-  now?: () => number;
-  /** How the client waits between attempts (tests make it instant). */
-  sleep?: (ms: number) => Promise<void>;
-}
-
-export interface RequestOptions {
-  body?: unknown;
-  query?: Record<string, string | number | undefined>;
-  /** Sent on mutating calls; generated when absent, and kept across the retries of this call. */
+/** What answered a successful call: each returned object carries it as `lastResponse` (not enumerable). */
+export interface LastResponse {
+  /** The `X-Request-Id` header: quote it when asking the operator about a call. */
+  requestId: string | undefined;
+  statusCode: number;
+  headers: Headers;
+  /** The `Idempotency-Key` sent (yours or the generated one), on mutating calls. */
   idempotencyKey?: string;
 }
 
-/** An error answered by the API, typed by its envelope; unknown codes keep their HTTP status. */
-export class TenantryError extends Error {
-  readonly code: string;
-  readonly status: number;
-  readonly requestId: string | undefined;
-  readonly details: Record<string, unknown> | undefined;
-  /** Seconds, from `Retry-After`. */
-  readonly retryAfter: number | undefined;
-  constructor(init: {
-    code: string;
-    status: number;
-    message: string;
-    requestId?: string;
-    details?: Record<string, unknown>;
-    retryAfter?: number;
-  }) {
-    super(init.message);
-    this.name = 'TenantryError';
-    this.code = init.code;
-    this.status = init.status;
-    this.requestId = init.requestId;
-    this.details = init.details;
-    this.retryAfter = init.retryAfter;
+/** A call's result with the response that carried it. */
+export type WithLastResponse<T> = T & { readonly lastResponse: LastResponse };
+
+/** Sets `lastResponse` on an object result, out of `JSON.stringify`, spreads and `Object.keys`. */
+export function attachLastResponse<T>(result: T, lastResponse: LastResponse | undefined): T {
+  if (lastResponse && typeof result === 'object' && result !== null && Object.isExtensible(result)) {
+    Object.defineProperty(result, 'lastResponse', { value: lastResponse, enumerable: false, configurable: true });
   }
+  return result;
+}
+
+export function lastResponseOf(result: unknown): LastResponse | undefined {
+  return typeof result === 'object' && result !== null ? (result as { lastResponse?: LastResponse }).lastResponse : undefined;
 }
 
 const API = '/api/public/v1';
@@ -67,30 +49,51 @@ const RETRY_AFTER_CODES = new Set([
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export class HttpClient {
-  readonly #options: Required<Omit<ClientOptions, 'fetch'>> & { fetch: typeof fetch };
+  readonly #settings: Settings;
   #token: { value: string; expiresAt: number } | undefined;
   #exchanging: Promise<string> | undefined;
 
   constructor(options: ClientOptions) {
-    this.#options = {
-      maxRetries: 3,
-      now: () => Date.now(),
-      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-      ...options,
-      fetch: options.fetch ?? globalThis.fetch.bind(globalThis),
-      baseUrl: options.baseUrl.replace(/\/$/, ''),
-    };
+    this.#settings = settings(options);
   }
 
-  /** One API call: a token, retries by the error table, one replay after a 401. Resolves the parsed body. */
+  /**
+   * One API call: a token, retries by the error table, one replay after a 401. Resolves the parsed body,
+   * with `lastResponse` when it is an object.
+   */
   async request<T>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const timeout = checkTimeout(options.timeout, 'timeout') ?? this.#settings.timeout;
+    options.signal?.throwIfAborted();
     const idempotencyKey = MUTATING.has(method) ? (options.idempotencyKey ?? crypto.randomUUID()) : undefined;
+    // Repeating cannot act twice: a read, or a write the server recognises by its key.
+    const safe = method === 'GET' || idempotencyKey !== undefined;
+    const url = new URL(`${this.#settings.baseUrl}${API}${path}`);
+    for (const [name, value] of Object.entries(options.query ?? {})) if (value !== undefined) url.searchParams.set(name, String(value));
+    const headers = this.#headers();
+    if (options.body !== undefined) headers['content-type'] = 'application/json';
+    if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
+    const body = options.body !== undefined ? { body: JSON.stringify(options.body) } : {};
     let replayed = false;
     for (let attempt = 0; ; attempt++) {
-      const token = await this.#accessToken();
-      const response = await this.#send(method, path, options, token, idempotencyKey);
-      if (response.ok) return (response.status === 204 ? undefined : await response.json()) as T;
-      const error = await toError(response);
+      const token = await this.#accessToken(timeout, options.signal);
+      let error: TenantryError;
+      try {
+        const init = { method, headers: { ...headers, authorization: `Bearer ${token}` }, ...body };
+        const { response, text } = await this.#send(url, init, timeout, options.signal);
+        if (response.ok) {
+          const result = (text === '' ? undefined : JSON.parse(text)) as T;
+          return attachLastResponse(result, {
+            requestId: response.headers.get('x-request-id') ?? undefined,
+            statusCode: response.status,
+            headers: response.headers,
+            ...(idempotencyKey ? { idempotencyKey } : {}),
+          });
+        }
+        error = toError(response, text);
+      } catch (caught) {
+        if (!(caught instanceof TenantryConnectionError)) throw caught;
+        error = caught;
+      }
       // Token handling rule 4: drop, exchange once, replay once; a second 401 is final.
       if (error.status === 401 && !replayed) {
         replayed = true;
@@ -98,112 +101,156 @@ export class HttpClient {
         attempt--;
         continue;
       }
-      const wait = this.#retryDelay(error, method, idempotencyKey !== undefined, attempt);
+      const wait = this.#retryDelay(error, safe, attempt);
       if (wait === undefined) throw error;
-      await this.#options.sleep(wait);
+      await pause(this.#settings.sleep, wait, options.signal);
     }
   }
 
   /**
    * Opens a GET whose body the caller reads as it arrives (the event stream): the same token handling
-   * and retries as `request`, resolving the response once it answered 2xx.
+   * and retries as `request`, resolving the response once it answered 2xx. `timeout` bounds the wait for
+   * the answer's headers; `signal` keeps aborting the body after that, so it should be the connection's own.
    */
-  async open(path: string, options: { headers?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Response> {
+  async open(path: string, options: { headers?: Record<string, string> } & ReadOptions = {}): Promise<Response> {
+    const timeout = checkTimeout(options.timeout, 'timeout') ?? this.#settings.timeout;
+    options.signal?.throwIfAborted();
+    const url = `${this.#settings.baseUrl}${API}${path}`;
     let replayed = false;
     for (let attempt = 0; ; attempt++) {
-      const token = await this.#accessToken();
-      const response = await this.#options.fetch(`${this.#options.baseUrl}${API}${path}`, {
-        headers: { ...options.headers, authorization: `Bearer ${token}` },
-        ...(options.signal ? { signal: options.signal } : {}),
-      });
-      if (response.ok) return response;
-      const error = await toError(response);
+      const token = await this.#accessToken(timeout, options.signal);
+      const request = bounded({ method: 'GET', url, timeout }, options.signal);
+      let error: TenantryError;
+      try {
+        const headers = { ...this.#headers(), ...options.headers, authorization: `Bearer ${token}` };
+        const response = await this.#settings.fetch(url, { headers, signal: request.signal });
+        if (response.ok) {
+          request.stopTimer();
+          return response;
+        }
+        error = toError(response, await response.text());
+        request.release();
+      } catch (caught) {
+        request.release();
+        const failure = request.fail(caught);
+        if (!(failure instanceof TenantryConnectionError)) throw failure;
+        error = failure;
+      }
       if (error.status === 401 && !replayed) {
         replayed = true;
         if (this.#token?.value === token) this.#token = undefined;
         attempt--;
         continue;
       }
-      const wait = this.#retryDelay(error, 'GET', false, attempt);
+      const wait = this.#retryDelay(error, true, attempt);
       if (wait === undefined) throw error;
-      await this.#options.sleep(wait);
+      await pause(this.#settings.sleep, wait, options.signal);
     }
   }
 
-  /** How this client waits (tests make it instant). */
-  sleep(ms: number): Promise<void> {
-    return this.#options.sleep(ms);
+  /** Waits as this client waits (tests make it instant); rejects with the signal's reason when it aborts. */
+  pause(ms: number, signal?: AbortSignal): Promise<void> {
+    return pause(this.#settings.sleep, ms, signal);
+  }
+
+  /** This client's clock (ms). */
+  now(): number {
+    return this.#settings.now();
   }
 
   /** Milliseconds before the next attempt, or undefined when the table says not to retry. */
-  #retryDelay(error: TenantryError, method: string, hasKey: boolean, attempt: number): number | undefined {
-    if (attempt >= this.#options.maxRetries) return undefined;
+  #retryDelay(error: TenantryError, safe: boolean, attempt: number): number | undefined {
+    if (attempt >= this.#settings.maxRetries) return undefined;
     const backoff = Math.min(30_000, 500 * 2 ** attempt) * (0.5 + Math.random() / 2);
+    // No answer (refused, reset, timed out): like a 503 without Retry-After, when repeating is safe.
+    if (error instanceof TenantryConnectionError) return safe ? backoff : undefined;
     const known = RETRY_AFTER_CODES.has(error.code);
     const byStatus = !known && (error.status === 429 || error.status === 503);
-    if (known || byStatus) return error.retryAfter !== undefined ? error.retryAfter * 1000 : backoff;
+    if (known || byStatus) {
+      if (error.retryAfter === undefined) return backoff;
+      // Longer than the cap: thrown at once, its `retryAfter` telling the caller when to come back.
+      return error.retryAfter <= this.#settings.maxRetryAfter ? error.retryAfter * 1000 : undefined;
+    }
     // INTERNAL_ERROR (or an unknown 5xx): only when repeating cannot act twice.
-    if (error.status >= 500 && (method === 'GET' || hasKey)) return backoff;
+    if (error.status >= 500 && safe) return backoff;
     return undefined;
   }
 
-  async #send(method: string, path: string, options: RequestOptions, token: string, idempotencyKey: string | undefined): Promise<Response> {
-    const url = new URL(`${this.#options.baseUrl}${API}${path}`);
-    for (const [name, value] of Object.entries(options.query ?? {})) if (value !== undefined) url.searchParams.set(name, String(value));
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (options.body !== undefined) headers['content-type'] = 'application/json';
-    if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
-    return this.#options.fetch(url, { method, headers, ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}) });
+  #headers(): Record<string, string> {
+    return this.#settings.userAgent ? { 'user-agent': this.#settings.userAgent } : {};
   }
 
-  /** Token handling rules 1–3: cached, refreshed 60 s early, one exchange for any number of waiting calls. */
-  async #accessToken(): Promise<string> {
-    if (this.#token && this.#options.now() < this.#token.expiresAt - REFRESH_EARLY_MS) return this.#token.value;
-    this.#exchanging ??= this.#exchange().finally(() => {
-      this.#exchanging = undefined;
-    });
-    return this.#exchanging;
+  /** One HTTP request, read to the end of its body within `timeout`. */
+  async #send(url: URL | string, init: RequestInit & { method: string }, timeout: number, signal: AbortSignal | undefined) {
+    const request = bounded({ method: init.method, url: String(url), timeout }, signal);
+    try {
+      const response = await this.#settings.fetch(url, { ...init, signal: request.signal });
+      return { response, text: await response.text() };
+    } catch (error) {
+      throw request.fail(error);
+    } finally {
+      request.release();
+    }
+  }
+
+  /**
+   * Token handling rules 1–3: cached, refreshed 60 s early, one exchange for any number of waiting calls.
+   * Each call stops waiting at its own timeout or abort; the shared exchange goes on for the others.
+   */
+  async #accessToken(timeout: number, signal: AbortSignal | undefined): Promise<string> {
+    if (this.#token && this.#settings.now() < this.#token.expiresAt - REFRESH_EARLY_MS) return this.#token.value;
+    if (!this.#exchanging) {
+      const exchanging = this.#exchange().finally(() => {
+        this.#exchanging = undefined;
+      });
+      // Every caller may have stopped waiting: a failure then is nobody's unhandled rejection.
+      exchanging.catch(() => {});
+      this.#exchanging = exchanging;
+    }
+    const exchanging = this.#exchanging;
+    const wait = bounded({ method: 'POST', url: this.#tokenUrl(), timeout }, signal);
+    try {
+      const stopped = new Promise<never>((_, reject) => {
+        if (wait.signal.aborted) reject(wait.signal.reason);
+        else wait.signal.addEventListener('abort', () => reject(wait.signal.reason), { once: true });
+      });
+      return await Promise.race([exchanging, stopped]);
+    } catch (error) {
+      throw wait.fail(error);
+    } finally {
+      wait.release();
+    }
+  }
+
+  #tokenUrl(): string {
+    return `${this.#settings.baseUrl}${API}/auth/token`;
   }
 
   async #exchange(): Promise<string> {
+    const init = {
+      method: 'POST',
+      headers: { ...this.#headers(), 'content-type': 'application/json' },
+      body: JSON.stringify({ api_key: this.#settings.apiKey }),
+    };
     for (let attempt = 0; ; attempt++) {
-      const response = await this.#options.fetch(`${this.#options.baseUrl}${API}/auth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ api_key: this.#options.apiKey }),
-      });
-      if (response.ok) {
-        const body = (await response.json()) as { access_token: string; expires_in: number };
-        this.#token = { value: body.access_token, expiresAt: this.#options.now() + body.expires_in * 1000 };
-        return body.access_token;
+      let error: TenantryError;
+      try {
+        const { response, text } = await this.#send(this.#tokenUrl(), init, this.#settings.timeout, undefined);
+        if (response.ok) {
+          const body = JSON.parse(text) as { access_token: string; expires_in: number };
+          this.#token = { value: body.access_token, expiresAt: this.#settings.now() + body.expires_in * 1000 };
+          return body.access_token;
+        }
+        error = toError(response, text);
+      } catch (caught) {
+        if (!(caught instanceof TenantryConnectionError)) throw caught;
+        error = caught;
       }
-      const error = await toError(response);
-      // PARTNER_NOT_READY, UNAVAILABLE and RATE_LIMITED say when to come back; anything else is final.
-      const wait = this.#retryDelay(error, 'POST', false, attempt);
+      // PARTNER_NOT_READY, UNAVAILABLE and RATE_LIMITED say when to come back, and an exchange that never
+      // got an answer is tried again (it changes nothing); anything else is final.
+      const wait = this.#retryDelay(error, error instanceof TenantryConnectionError, attempt);
       if (wait === undefined) throw error;
-      await this.#options.sleep(wait);
+      await this.#settings.sleep(wait);
     }
   }
-}
-
-async function toError(response: Response): Promise<TenantryError> {
-  const retryAfterHeader = response.headers.get('retry-after');
-  const retryAfter = retryAfterHeader !== null && /^\d+$/.test(retryAfterHeader) ? Number(retryAfterHeader) : undefined;
-  let envelope: { error?: { code?: string; message?: string; request_id?: string; details?: Record<string, unknown> } } = {};
-  try {
-    envelope = (await response.json()) as typeof envelope;
-  } catch {
-    // Not the envelope (a proxy's page): the status speaks.
-  }
-  const error = envelope.error ?? {};
-  return new TenantryError({
-    code: error.code ?? `HTTP_${response.status}`,
-    status: response.status,
-    message: error.message ?? `HTTP ${response.status}`,
-    ...((error.request_id ?? response.headers.get('x-request-id'))
-      ? { requestId: error.request_id ?? response.headers.get('x-request-id') ?? '' }
-      : {}),
-    ...(error.details ? { details: error.details } : {}),
-    ...(retryAfter !== undefined ? { retryAfter } : {}),
-  });
 }

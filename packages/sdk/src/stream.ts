@@ -1,4 +1,6 @@
-import { type HttpClient, TenantryError } from './client.ts';
+import { onAbort } from './abort.ts';
+import type { HttpClient } from './client.ts';
+import { TenantryConnectionError, TenantryError } from './errors.ts';
 import type { WebhookEvent } from './generated/api.ts';
 
 export interface EventStreamOptions {
@@ -6,6 +8,8 @@ export interface EventStreamOptions {
   lastEventId?: string;
   /** Ends the iteration (and the connection) when aborted. */
   signal?: AbortSignal;
+  /** Milliseconds each (re)connection may wait for the server's answer (the client's `timeout` when absent). */
+  timeout?: number;
   /** Called each time the stream is (re)connected. */
   onOpen?: () => void;
   /** Called before each reconnect: why the connection ended, and how long the client waits. */
@@ -45,10 +49,18 @@ export class EventStream implements AsyncIterable<WebhookEvent> {
     let failures = 0;
     while (!signal?.aborted) {
       let error: unknown;
+      // Each connection has its own signal, linked to the caller's until the connection ends.
+      const connection = new AbortController();
+      const unlink = signal ? onAbort(signal, () => connection.abort(signal.reason)) : () => {};
       try {
         const headers: Record<string, string> = { accept: 'text/event-stream' };
         if (this.#lastEventId !== undefined) headers['last-event-id'] = this.#lastEventId;
-        const response = await this.#http.open('/events/stream', { headers, ...(signal ? { signal } : {}) });
+        const timeout = this.#options.timeout;
+        const response = await this.#http.open('/events/stream', {
+          headers,
+          signal: connection.signal,
+          ...(timeout !== undefined ? { timeout } : {}),
+        });
         if (!response.body || !(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
           throw new TenantryError({ code: 'HTTP_200', status: 200, message: 'the server did not answer with an event stream' });
         }
@@ -67,29 +79,22 @@ export class EventStream implements AsyncIterable<WebhookEvent> {
       } catch (caught) {
         if (signal?.aborted) return;
         // What retrying cannot fix: thrown (the client already retried what the error table allows).
-        if (caught instanceof TenantryError && caught.status < 500 && caught.status !== 429) throw caught;
+        const final = caught instanceof TenantryError && !(caught instanceof TenantryConnectionError);
+        if (final && caught.status < 500 && caught.status !== 429) throw caught;
         error = caught;
         failures++;
+      } finally {
+        unlink();
+        connection.abort();
       }
       if (signal?.aborted) return;
       // A stream that ended normally reconnects after `retry`; repeated failures back off.
       const delayMs = failures === 0 ? retryMs : Math.min(MAX_BACKOFF_MS, retryMs * 2 ** (failures - 1));
       this.#options.onReconnect?.({ error: error ?? new Error('the stream ended'), delayMs });
-      await abortableSleep(this.#http, delayMs, signal);
+      // An abort ends the wait early; the loop's condition then ends the iteration.
+      await this.#http.pause(delayMs, signal).catch(() => {});
     }
   }
-}
-
-function abortableSleep(http: HttpClient, ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (!signal) return http.sleep(ms);
-  return new Promise((resolve) => {
-    const done = () => {
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    signal.addEventListener('abort', done);
-    http.sleep(ms).then(done);
-  });
 }
 
 interface Message {

@@ -1,5 +1,6 @@
-import { type ClientOptions, HttpClient, type RequestOptions } from './client.ts';
+import { attachLastResponse, HttpClient, lastResponseOf, type WithLastResponse } from './client.ts';
 import { type Api, OPERATIONS, type Operation } from './generated/api.ts';
+import type { CallOptions, ClientOptions, ReadOptions, RequestOptions } from './options.ts';
 import { EventStream, type EventStreamOptions } from './stream.ts';
 
 type Operations = Api['operations'];
@@ -14,11 +15,6 @@ export type RequestBody<K extends OperationId> = Section<K, 'body'>;
 export type Query<K extends OperationId> = Omit<Section<K, 'query'>, 'cursor'>;
 type Item<K extends OperationId> = ResponseData<K> extends (infer I)[] ? I : never;
 
-/** Per call: the `Idempotency-Key` to send (one is generated when absent, and kept across retries). */
-export interface CallOptions {
-  idempotencyKey?: string;
-}
-
 /** A list page as the API returns it. */
 export interface Page<T> {
   data: T[];
@@ -30,11 +26,12 @@ export interface Page<T> {
  * the cursor itself.
  */
 export class List<T> implements AsyncIterable<T> {
-  readonly #fetch: (cursor: string | undefined) => Promise<Page<T>>;
-  constructor(fetchPage: (cursor: string | undefined) => Promise<Page<T>>) {
+  readonly #fetch: (cursor: string | undefined) => Promise<WithLastResponse<Page<T>>>;
+  constructor(fetchPage: (cursor: string | undefined) => Promise<WithLastResponse<Page<T>>>) {
     this.#fetch = fetchPage;
   }
-  page(cursor?: string): Promise<Page<T>> {
+  /** One page, with the `lastResponse` that carried it. */
+  page(cursor?: string): Promise<WithLastResponse<Page<T>>> {
     return this.#fetch(cursor);
   }
   async *[Symbol.asyncIterator](): AsyncIterator<T> {
@@ -77,33 +74,36 @@ export class Tenantry {
       ...(input.query ? { query: input.query as RequestOptions['query'] } : {}),
       ...(input.body !== undefined ? { body: input.body } : {}),
       ...(call.idempotencyKey ? { idempotencyKey: call.idempotencyKey } : {}),
+      ...(call.timeout !== undefined ? { timeout: call.timeout } : {}),
+      ...(call.signal ? { signal: call.signal } : {}),
     };
     return [route.method, path, options];
   }
 
-  /** One operation; resolves its `data`. */
-  async #call<K extends OperationId>(id: K, input: Input = {}, call?: CallOptions): Promise<ResponseData<K>> {
-    return (await this.#http.request<{ data: ResponseData<K> }>(...this.#options(id, input, call))).data;
+  /** One operation; resolves its `data`, with the `lastResponse` that carried it. */
+  async #call<K extends OperationId>(id: K, input: Input = {}, call?: CallOptions): Promise<WithLastResponse<ResponseData<K>>> {
+    const envelope = await this.#http.request<{ data: ResponseData<K> }>(...this.#options(id, input, call));
+    return attachLastResponse(envelope.data, lastResponseOf(envelope)) as WithLastResponse<ResponseData<K>>;
   }
 
-  /** A list operation, as an async iterable over every page. */
-  #list<K extends OperationId>(id: K, input: Input = {}): List<Item<K>> {
+  /** A list operation, as an async iterable over every page; `call` applies to each page's request. */
+  #list<K extends OperationId>(id: K, input: Input = {}, call?: ReadOptions): List<Item<K>> {
     return new List<Item<K>>((cursor) => {
-      const [method, path, options] = this.#options(id, { ...input, query: { ...input.query, cursor } });
-      return this.#http.request<Page<Item<K>>>(method, path, options);
+      const [method, path, options] = this.#options(id, { ...input, query: { ...input.query, cursor } }, call);
+      return this.#http.request<WithLastResponse<Page<Item<K>>>>(method, path, options);
     });
   }
 
   readonly auth = {
     /** The partner, scopes, limits and token behind this client's key. */
-    whoami: () => this.#call('whoami'),
+    whoami: (options?: ReadOptions) => this.#call('whoami', {}, options),
   };
 
   readonly customers = {
     /** Starts a `customer.create` operation: `operations.wait(id, result.operation.id)` follows it. */
     create: (body: RequestBody<'createCustomer'>, options?: CallOptions) => this.#call('createCustomer', { body }, options),
-    get: (id: string) => this.#call('getCustomer', { path: { id } }),
-    list: (query?: Query<'listCustomers'>) => this.#list('listCustomers', { query }),
+    get: (id: string, options?: ReadOptions) => this.#call('getCustomer', { path: { id } }, options),
+    list: (query?: Query<'listCustomers'>, options?: ReadOptions) => this.#list('listCustomers', { query }, options),
     /** Scheduled (recoverable for `grace_days`) by default; `{ mode: 'immediate' }` tears down now. */
     delete: (id: string, query?: Query<'deleteCustomer'>, options?: CallOptions) =>
       this.#call('deleteCustomer', { path: { id }, query }, options),
@@ -113,67 +113,74 @@ export class Tenantry {
     projects: {
       create: (id: string, body: RequestBody<'createProject'>, options?: CallOptions) =>
         this.#call('createProject', { path: { id }, body }, options),
-      get: (id: string, project: string) => this.#call('getProject', { path: { id, project } }),
-      list: (id: string, query?: Query<'listProjects'>) => this.#list('listProjects', { path: { id }, query }),
+      get: (id: string, project: string, options?: ReadOptions) => this.#call('getProject', { path: { id, project } }, options),
+      list: (id: string, query?: Query<'listProjects'>, options?: ReadOptions) =>
+        this.#list('listProjects', { path: { id }, query }, options),
       delete: (id: string, project: string, options?: CallOptions) => this.#call('deleteProject', { path: { id, project } }, options),
     },
     users: {
       create: (id: string, body: RequestBody<'createUser'>, options?: CallOptions) =>
         this.#call('createUser', { path: { id }, body }, options),
-      get: (id: string, username: string) => this.#call('getUser', { path: { id, username } }),
-      list: (id: string, query?: Query<'listUsers'>) => this.#list('listUsers', { path: { id }, query }),
+      get: (id: string, username: string, options?: ReadOptions) => this.#call('getUser', { path: { id, username } }, options),
+      list: (id: string, query?: Query<'listUsers'>, options?: ReadOptions) => this.#list('listUsers', { path: { id }, query }, options),
       delete: (id: string, username: string, options?: CallOptions) => this.#call('deleteUser', { path: { id, username } }, options),
       /** A one-click console login URL for the user (short-lived, single use). */
       consoleLogin: (id: string, username: string, options?: CallOptions) =>
         this.#call('createConsoleLogin', { path: { id, username } }, options),
     },
     plan: {
-      get: (id: string) => this.#call('getCustomerPlan', { path: { id } }),
+      get: (id: string, options?: ReadOptions) => this.#call('getCustomerPlan', { path: { id } }, options),
       update: (id: string, planId: string, options?: CallOptions) =>
         this.#call('putCustomerPlan', { path: { id }, body: { plan_id: planId } }, options),
     },
     quota: {
-      get: (id: string) => this.#call('getQuota', { path: { id } }),
+      get: (id: string, options?: ReadOptions) => this.#call('getQuota', { path: { id } }, options),
       /** Send the `revision` read last: a change made since answers 409 CONFLICT. */
       update: (id: string, body: RequestBody<'putQuota'>, options?: CallOptions) => this.#call('putQuota', { path: { id }, body }, options),
     },
-    usage: (id: string, query?: Query<'getCustomerUsage'>) => this.#call('getCustomerUsage', { path: { id }, query }),
+    usage: (id: string, query?: Query<'getCustomerUsage'>, options?: ReadOptions) =>
+      this.#call('getCustomerUsage', { path: { id }, query }, options),
   };
 
   readonly operations = {
-    get: (customerId: string, operationId: string) => this.#call('getOperation', { path: { id: customerId, operation_id: operationId } }),
-    list: (customerId: string, query?: Query<'listOperations'>) => this.#list('listOperations', { path: { id: customerId }, query }),
-    /** Polls until the operation has finished (succeeded or failed); rejects after `timeoutMs` (default 10 minutes). */
+    get: (customerId: string, operationId: string, options?: ReadOptions) =>
+      this.#call('getOperation', { path: { id: customerId, operation_id: operationId } }, options),
+    list: (customerId: string, query?: Query<'listOperations'>, options?: ReadOptions) =>
+      this.#list('listOperations', { path: { id: customerId }, query }, options),
+    /**
+     * Polls until the operation has finished (succeeded or failed); rejects after `timeoutMs` (default 10
+     * minutes) in all. `timeout` bounds each poll's request; `signal` stops the polling.
+     */
     wait: async (
       customerId: string,
       operationId: string,
-      options: { intervalMs?: number; timeoutMs?: number } = {},
-    ): Promise<Operation> => {
-      const timeoutMs = options.timeoutMs ?? 10 * 60_000;
-      const deadline = Date.now() + timeoutMs;
+      options: { intervalMs?: number; timeoutMs?: number } & ReadOptions = {},
+    ): Promise<WithLastResponse<Operation>> => {
+      const { intervalMs = 1_000, timeoutMs = 10 * 60_000, ...call } = options;
+      const deadline = this.#http.now() + timeoutMs;
       for (;;) {
-        const operation = await this.operations.get(customerId, operationId);
+        const operation = await this.operations.get(customerId, operationId, call);
         if (operation.finished_at !== null) return operation;
-        if (Date.now() > deadline) throw new Error(`operation ${operationId} did not finish within ${timeoutMs} ms`);
-        await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 1_000));
+        if (this.#http.now() > deadline) throw new Error(`operation ${operationId} did not finish within ${timeoutMs} ms`);
+        await this.#http.pause(intervalMs, call.signal);
       }
     },
   };
 
   readonly catalog = {
-    plans: { list: (query?: Query<'listPlans'>) => this.#list('listPlans', { query }) },
+    plans: { list: (query?: Query<'listPlans'>, options?: ReadOptions) => this.#list('listPlans', { query }, options) },
   };
 
   readonly capacity = {
-    get: () => this.#call('getCapacity'),
+    get: (options?: ReadOptions) => this.#call('getCapacity', {}, options),
   };
 
   readonly usage = {
-    list: (query?: Query<'listUsage'>) => this.#list('listUsage', { query }),
+    list: (query?: Query<'listUsage'>, options?: ReadOptions) => this.#list('listUsage', { query }, options),
   };
 
   readonly webhook = {
-    get: () => this.#call('getWebhook'),
+    get: (options?: ReadOptions) => this.#call('getWebhook', {}, options),
     /** The signing secret comes back once, when this call creates it. */
     update: (body: RequestBody<'putWebhook'>, options?: CallOptions) => this.#call('putWebhook', { body }, options),
     delete: (options?: CallOptions) => this.#call('deleteWebhook', {}, options),
@@ -181,11 +188,13 @@ export class Tenantry {
     rotateSecret: (options?: CallOptions) => this.#call('rotateWebhookSecret', {}, options),
     /** Sends one `ping` now and answers how the receiver responded. */
     test: (options?: CallOptions) => this.#call('testWebhook', {}, options),
-    deliveries: { list: (query?: Query<'listWebhookDeliveries'>) => this.#list('listWebhookDeliveries', { query }) },
+    deliveries: {
+      list: (query?: Query<'listWebhookDeliveries'>, options?: ReadOptions) => this.#list('listWebhookDeliveries', { query }, options),
+    },
   };
 
   readonly events = {
-    list: (query?: Query<'listEvents'>) => this.#list('listEvents', { query }),
+    list: (query?: Query<'listEvents'>, options?: ReadOptions) => this.#list('listEvents', { query }, options),
     /**
      * Every new event of this key's mode as it happens (`GET /events/stream`), across reconnects:
      * `for await (const event of tenantry.events.stream({ signal }))`. Pass `lastEventId` to continue

@@ -1,4 +1,4 @@
-import { Tenantry } from '../../../sdk/src/index.ts';
+import { Tenantry, TenantryConnectionError, TenantryTimeoutError } from '../../../sdk/src/index.ts';
 import { CliError } from './operator-client.ts';
 
 /**
@@ -34,11 +34,23 @@ export function partnerClient(flags: PartnerFlags, env: Record<string, string | 
 /** The SDK's errors and fetch failures as one line for the terminal. */
 export function describeFailure(error: unknown, baseUrl: string): CliError {
   if (error instanceof CliError) return error;
-  const err = error as { code?: string; message?: string; cause?: { code?: string; message?: string; errors?: { code?: string }[] } };
-  if (err.cause !== undefined || err.message === 'fetch failed') {
-    // fetch reports the network error as its cause (an AggregateError when every address failed).
-    const code = err.cause?.code ?? err.cause?.errors?.[0]?.code ?? err.cause?.message ?? err.message;
-    return new CliError(`cannot reach the partner API at ${baseUrl} (${code}); is tenantry serve running?`);
+  if (error instanceof TenantryConnectionError && !(error instanceof TenantryTimeoutError)) {
+    return new CliError(
+      `cannot reach the partner API at ${baseUrl} (${networkCode(error.cause) ?? error.message}); is tenantry serve running?`,
+    );
   }
+  const err = error as { code?: string; message?: string };
   return new CliError(err.code ? `${err.code}: ${err.message}` : String(err.message ?? error));
+}
+
+/** The system's code for a failed connection: fetch nests it (`fetch failed` ← `ECONNREFUSED`, or an AggregateError's errors). */
+function networkCode(cause: unknown): string | undefined {
+  let current = cause as { code?: unknown; errors?: { code?: unknown }[]; cause?: unknown } | undefined;
+  let code: string | undefined;
+  while (current && typeof current === 'object') {
+    const found = current.code ?? current.errors?.[0]?.code;
+    if (typeof found === 'string') code = found;
+    current = current.cause as typeof current;
+  }
+  return code;
 }
