@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -15,6 +15,7 @@ const SDK = fileURLToPath(new URL('..', import.meta.url));
 const BIN = fileURLToPath(new URL('../../../node_modules/.bin/', import.meta.url));
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const NODE20 = findNode20();
+const VERSION = (JSON.parse(readFileSync(join(SDK, 'package.json'), 'utf8')) as { version: string }).version;
 const env = { ...process.env, PATH: `${BIN}:${process.env.PATH ?? ''}`, npm_config_audit: 'false', npm_config_fund: 'false' };
 
 /**
@@ -25,7 +26,9 @@ const env = { ...process.env, PATH: `${BIN}:${process.env.PATH ?? ''}`, npm_conf
  */
 const CONSUMER_TS = `import {
   Tenantry,
+  TenantryConnectionError,
   TenantryError,
+  TenantryTimeoutError,
   verifyWebhook,
   signTestWebhook,
   handleOnce,
@@ -43,6 +46,12 @@ export async function main(): Promise<string[]> {
   if (done.error) ids.push(done.error.code);
   const quota: Quota = await client.customers.quota.get('c');
   await client.customers.quota.update('c', { revision: quota.revision, quota: { ...quota.quota, vcpu: 8 } });
+  const stop = new AbortController();
+  const customer = await client.customers.get('c', { timeout: 5_000, signal: stop.signal });
+  const requestId: string | undefined = customer.lastResponse.requestId;
+  if (requestId) ids.push(requestId);
+  // @ts-expect-error: timeout is a number of milliseconds
+  await client.customers.get('c', { timeout: '5s' });
   // @ts-expect-error: the body's owner is required
   await client.customers.create({ id: 'd' });
   // @ts-expect-error: not a customer status
@@ -52,6 +61,10 @@ export async function main(): Promise<string[]> {
 export const name = (customer: Customer): string => customer.display_name ?? customer.id;
 export function isBusy(error: unknown): boolean {
   return error instanceof TenantryError && error.code === 'BUSY' && (error.retryAfter ?? 0) > 0;
+}
+export function unreachable(error: unknown): string | undefined {
+  if (error instanceof TenantryTimeoutError) return \`\${error.url} after \${error.timeout} ms\`;
+  return error instanceof TenantryConnectionError ? error.url : undefined;
 }
 /** The union narrows on \`event\`; an event this version does not know lands in \`default\`. */
 export function describe(event: WebhookEvent): string {
@@ -77,8 +90,13 @@ const verified = await verifyWebhook(signed.body, signed.headers, 's'.repeat(64)
 console.log(verified.id);
 `;
 
-/** Plain JavaScript, as the package ships it: the client against the real server, then a signed round trip. */
-const CONSUMER_RUN = `import { Tenantry, signTestWebhook, verifyWebhook } from '@tenantry/sdk';
+/**
+ * Plain JavaScript, as the package ships it: the client against the real server, a signed round trip,
+ * and a server that never answers and one that is gone.
+ */
+const CONSUMER_RUN = `import { createServer } from 'node:http';
+import { once } from 'node:events';
+import { Tenantry, TenantryConnectionError, TenantryTimeoutError, signTestWebhook, verifyWebhook } from '@tenantry/sdk';
 const client = new Tenantry({ apiKey: process.env.API_KEY, baseUrl: process.env.BASE_URL });
 const id = process.env.CUSTOMER_ID;
 const { operation } = await client.customers.create({ id, owner: { username: 'o', email: 'o@' + id + '.example' } });
@@ -88,7 +106,30 @@ for await (const customer of client.customers.list({ limit: 1 })) listed.push(cu
 const s = 's'.repeat(64);
 const signed = await signTestWebhook({ id: 'dlv_1', event: 'ping', created_at: '', partner_id: 'p', data: { message: 'hi' } }, s);
 const verified = await verifyWebhook(signed.body, signed.headers, s);
-console.log(JSON.stringify({ node: process.versions.node, status: done.status, listed: listed.includes(id), verified: verified.id }));
+const silent = createServer(() => {}).listen(0, '127.0.0.1');
+await once(silent, 'listening');
+const baseUrl = 'http://127.0.0.1:' + silent.address().port;
+const hung = await new Tenantry({ apiKey: 'tnt_test_x', baseUrl, maxRetries: 0 }).auth.whoami({ timeout: 200 }).catch((e) => e);
+silent.closeAllConnections();
+silent.close();
+await once(silent, 'close');
+const gone = await new Tenantry({ apiKey: 'tnt_test_x', baseUrl, maxRetries: 0 }).auth.whoami().catch((e) => e);
+console.log(JSON.stringify({
+  node: process.versions.node,
+  status: done.status,
+  requestId: done.lastResponse.requestId.startsWith('req_'),
+  listed: listed.includes(id),
+  verified: verified.id,
+  timedOut: hung instanceof TenantryTimeoutError,
+  refused: gone instanceof TenantryConnectionError && gone.message.includes(baseUrl),
+}));
+`;
+
+/** A CommonJS project: `require()` (Node 20.19+, 22.12+) and `import()` give the same module. */
+const CONSUMER_CJS = `const required = require('@tenantry/sdk');
+import('@tenantry/sdk').then((imported) => {
+  console.log(JSON.stringify({ same: imported.Tenantry === required.Tenantry, version: required.VERSION }));
+});
 `;
 
 const target = testDatabases()[0];
@@ -98,6 +139,7 @@ if (target) {
     let consumer: string;
     let server: TestServer;
     let partner: Tokens;
+    let installOutput = '';
     before(async () => {
       work = mkdtempSync(join(tmpdir(), 'tenantry-sdk-'));
       await run('npm', ['pack', '--pack-destination', work], { cwd: SDK, env });
@@ -106,13 +148,18 @@ if (target) {
       consumer = join(work, 'consumer');
       await run('mkdir', ['-p', consumer]);
       writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-      await run('npm', ['install', '--offline', '--no-package-lock', join(work, tarball)], { cwd: consumer, env });
+      const installed = await run('npm', ['install', '--offline', '--no-package-lock', join(work, tarball)], { cwd: consumer, env });
+      installOutput = installed.stdout + installed.stderr;
       server = await startTestServer(target);
       partner = await partnerWithModes(server, 'sdk-package');
     });
     after(async () => {
       rmSync(work, { recursive: true, force: true });
       await server.stop();
+    });
+
+    test('installing the tarball runs no install script: npm has nothing to ask approval for', () => {
+      assert.doesNotMatch(installOutput, /install-scripts|allowScripts|prepare/);
     });
 
     test('a strict consumer project with no Node types compiles against the published types', async () => {
@@ -151,9 +198,18 @@ if (target) {
           cwd: consumer,
           env: { ...env, API_KEY: partner.liveKey, BASE_URL: server.partnerUrl, CUSTOMER_ID: customerId },
         });
-        const result = JSON.parse(ran.stdout.trim()) as { node: string; status: string; listed: boolean; verified: string };
-        if (label === 'Node 20') assert.match(result.node, /^20\./);
-        assert.deepEqual({ ...result, node: undefined }, { node: undefined, status: 'succeeded', listed: true, verified: 'dlv_1' });
+        const result = JSON.parse(ran.stdout.trim()) as Record<string, unknown>;
+        if (label === 'Node 20') assert.match(String(result.node), /^20\./);
+        assert.deepEqual(
+          { ...result, node: undefined },
+          { node: undefined, status: 'succeeded', requestId: true, listed: true, verified: 'dlv_1', timedOut: true, refused: true },
+        );
+      });
+
+      test(`a CommonJS project requires and imports it on ${label}`, { skip: node ? false : NO_NODE20 }, async () => {
+        writeFileSync(join(consumer, 'cjs.cjs'), CONSUMER_CJS);
+        const ran = await run(node ?? '', ['cjs.cjs'], { cwd: consumer, env });
+        assert.deepEqual(JSON.parse(ran.stdout.trim()), { same: true, version: VERSION });
       });
     }
   });
@@ -185,7 +241,7 @@ describe('a fresh clone after npm ci', { timeout: 600_000 }, () => {
     if (clone) rmSync(clone, { recursive: true, force: true });
   });
 
-  // The README's import line, from a script in the repository: npm ci built the SDK (its `prepare` script).
+  // The README's import line, from a script in the repository: npm ci built the SDK (the root's `prepare` script).
   const SCRIPT = `import { Tenantry, verifyWebhook } from '@tenantry/sdk';
 const client = new Tenantry({ apiKey: 'tnt_test_x', baseUrl: 'http://127.0.0.1:9' });
 console.log(JSON.stringify({ node: process.versions.node, client: typeof client.customers.list, verify: typeof verifyWebhook }));
