@@ -34,6 +34,9 @@ export class WebhookReceiver {
   /** Deliveries whose body the OpenAPI document's `webhooks` section does not describe; `close()` fails on any. */
   readonly contractViolations: string[] = [];
   answer: (delivery: ReceivedDelivery) => Answer = () => 200;
+  /** The most requests open at once, by path: from arrival until answered or dropped by either side. */
+  readonly mostOpen = new Map<string, number>();
+  readonly #open = new Map<string, number>();
   readonly #server: Server;
   readonly #hanging = new Set<() => void>();
 
@@ -41,6 +44,11 @@ export class WebhookReceiver {
     this.#server = createServer(
       { key: readFileSync(`${TLS_DIR}receiver.key`), cert: readFileSync(`${TLS_DIR}receiver.pem`) },
       (request, response) => {
+        const path = request.url ?? '';
+        const open = (this.#open.get(path) ?? 0) + 1;
+        this.#open.set(path, open);
+        this.mostOpen.set(path, Math.max(open, this.mostOpen.get(path) ?? 0));
+        response.once('close', () => this.#open.set(path, (this.#open.get(path) ?? 1) - 1));
         const chunks: Buffer[] = [];
         request.on('data', (chunk: Buffer) => chunks.push(chunk));
         request.on('end', () => {

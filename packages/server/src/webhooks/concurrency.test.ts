@@ -35,7 +35,8 @@ for (const target of testDatabases()) {
       const read = Date.now();
       assert.equal((await api(slow.live, 'GET', '/customers?limit=200')).status, 200);
       assert.ok(Date.now() - read < 500, 'the API does not wait for deliveries');
-      assert.equal(receiver.deliveries.filter((d) => d.path === '/slow').length, cap, `no more than ${cap} in flight to one receiver`);
+      // A delivery that timed out may be sent again, but never more than the bound at once.
+      assert.equal(receiver.mostOpen.get('/slow'), cap, `no more than ${cap} in flight to one receiver`);
       await api(slow.live, 'DELETE', '/webhook');
     });
 
