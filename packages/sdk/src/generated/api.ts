@@ -251,7 +251,13 @@ export interface Api {
       query: {
         external_id?: string;
         status?: CustomerStatus;
+        /**
+         * Page size, 1 to 200.
+         */
         limit?: number;
+        /**
+         * The `next_cursor` of the previous page, unchanged.
+         */
         cursor?: string;
       };
       response: {
@@ -276,7 +282,18 @@ export interface Api {
         /**
          * Only events of this name.
          */
-        type?: string;
+        type?:
+          | 'customer.ready'
+          | 'customer.failed'
+          | 'customer.suspended'
+          | 'customer.resumed'
+          | 'customer.deletion_scheduled'
+          | 'customer.deleted'
+          | 'customer.quota_changed'
+          | 'customer.plan_changed'
+          | 'project.ready'
+          | 'project.failed'
+          | 'project.deleted';
       };
       response: {
         status: 'success';
@@ -526,26 +543,7 @@ export interface Api {
       };
     };
     testInjectFailure: {
-      body: {
-        type: 'customer.create' | 'project.create' | 'gpu_usage';
-        /**
-         * PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE or UPSTREAM_<status>.
-         */
-        code?: string;
-        message?: string;
-        /**
-         * Customer id: a DNS label of 1 to 40 characters.
-         */
-        customer_id?: string;
-        /**
-         * Project name: a DNS label of 1 to 40 characters.
-         */
-        project?: string;
-        /**
-         * How many matching steps fail; default 1.
-         */
-        count?: number;
-      };
+      body: ProvisioningFailureRequest | GpuUsageFailureRequest;
       response: {
         status: 'success';
         data: {
@@ -1080,11 +1078,26 @@ export interface PutWebhookRequest {
    */
   url: string;
   /**
-   * Event names, families such as `customer.*`, or `*` (default). An empty list means every event.
+   * Event names, families such as `customer.*`, or `*` (default). An empty list means every event. `ping` cannot be named: `*` covers it.
    *
    * @maxItems 50
    */
-  events?: string[];
+  events?: (
+    | '*'
+    | 'customer.*'
+    | 'project.*'
+    | 'customer.ready'
+    | 'customer.failed'
+    | 'customer.suspended'
+    | 'customer.resumed'
+    | 'customer.deletion_scheduled'
+    | 'customer.deleted'
+    | 'customer.quota_changed'
+    | 'customer.plan_changed'
+    | 'project.ready'
+    | 'project.failed'
+    | 'project.deleted'
+  )[];
   /**
    * Default true; false stops delivery.
    */
@@ -1111,6 +1124,33 @@ export interface SuspendResult {
    * VMs and databases still running (0 once suspended).
    */
   workloads_running: number;
+}
+export interface ProvisioningFailureRequest {
+  type: 'customer.create' | 'project.create';
+  /**
+   * PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE or UPSTREAM_<status>.
+   */
+  code: string;
+  message?: string;
+  /**
+   * Customer id: a DNS label of 1 to 40 characters.
+   */
+  customer_id?: string;
+  /**
+   * Project name: a DNS label of 1 to 40 characters.
+   */
+  project?: string;
+  /**
+   * How many matching steps fail; default 1.
+   */
+  count?: number;
+}
+export interface GpuUsageFailureRequest {
+  type: 'gpu_usage';
+  /**
+   * How many matching steps fail; default 1.
+   */
+  count?: number;
 }
 export interface TestDeliveryResult {
   delivered: boolean;

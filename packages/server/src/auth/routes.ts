@@ -1,12 +1,13 @@
 import { parse as parseQueryString } from 'node:querystring';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { type Static, Type } from 'typebox';
+import type { Static } from 'typebox';
 import { validationError } from '../infra/errors/catalogue.ts';
+import { success } from '../infra/http/envelope.ts';
 import { principalOf } from './authenticate.ts';
 import { TokenRequestForm, TokenRequestJson, TokenResponse, Whoami } from './schemas.ts';
 import { type AuthService, rateLimitHeaders } from './service.ts';
 
-const WhoamiResponse = Type.Object({ status: Type.Literal('success'), data: Whoami });
+const WhoamiResponse = success(Whoami, 'Who the token acts for, and what it may do.');
 
 export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = async (app, { auth }) => {
   // The token endpoint alone also accepts the OAuth form encoding; this parser
@@ -21,14 +22,17 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
     {
       schema: {
         operationId: 'exchangeToken',
+        tags: ['Authentication'],
         summary: 'Exchange an API key for an access token',
+        description:
+          'The one call without a token. Send the API key as JSON `{"api_key": "..."}`, or as the OAuth form `grant_type=client_credentials&client_secret=<key>`. The answer is not enveloped. Every failure of the key (unknown, malformed, revoked, expired, or sent from an address the key does not allow) answers the same 401 UNAUTHORIZED, on purpose. At most 30 exchanges a minute per key (burst 10): cache the token until about 60 seconds before it expires.',
         body: {
           content: {
             'application/json': { schema: TokenRequestJson },
             'application/x-www-form-urlencoded': { schema: TokenRequestForm },
           },
         },
-        response: { 200: TokenResponse },
+        response: { 200: { ...TokenResponse, 'x-response-description': 'The access token (not enveloped).' } },
       },
     },
     async (request, reply) => {
@@ -53,7 +57,10 @@ export const authRoutes: FastifyPluginAsyncTypebox<{ auth: AuthService }> = asyn
       config: { scope: 'any' },
       schema: {
         operationId: 'whoami',
+        tags: ['Authentication'],
         summary: 'Describe the partner, scopes, limits and token of the calling token',
+        description:
+          "The self-test after deploying a key: the partner, the token's scopes and expiry, the limits and the defaults. Any valid token may call it, whatever its scopes.",
         response: { 200: WhoamiResponse },
       },
     },

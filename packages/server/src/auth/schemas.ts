@@ -1,15 +1,16 @@
 import { type Static, Type } from 'typebox';
+import { Text } from '../infra/request-schemas.ts';
 
 export const TokenRequestJson = Type.Object(
-  { api_key: Type.String({ minLength: 1, maxLength: 512, description: 'The API key issued by the operator.' }) },
+  { api_key: Text({ minLength: 1, maxLength: 512, description: 'The API key issued by the operator.' }) },
   { additionalProperties: false },
 );
 
 export const TokenRequestForm = Type.Object(
   {
     grant_type: Type.Literal('client_credentials'),
-    client_secret: Type.String({ minLength: 1, maxLength: 512, description: 'The API key.' }),
-    client_id: Type.Optional(Type.String({ maxLength: 512 })),
+    client_secret: Text({ minLength: 1, maxLength: 512, description: 'The API key.' }),
+    client_id: Type.Optional(Text({ maxLength: 512 })),
   },
   { additionalProperties: false },
 );

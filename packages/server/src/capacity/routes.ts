@@ -25,9 +25,11 @@ export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'listPlans',
+        tags: ['Capacity'],
         summary: 'The plans this partner may assign, by id',
+        description: 'The plans the partner may assign (at creation and with `PUT /customers/{id}/plan`), by id, each with its quota.',
         querystring: CatalogQuery,
-        response: { 200: listOf(Plan) },
+        response: { 200: listOf(Plan, 'A page of plans.') },
       },
     },
     async (request) => ({
@@ -42,8 +44,11 @@ export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'getCapacity',
+        tags: ['Capacity'],
         summary: 'The capacity pool, the per-customer maximum and the grantable GPU profiles',
-        response: { 200: success(Capacity) },
+        description:
+          "The partner's capacity pool (total, allocated and available for each dimension and GPU profile), the most one customer may hold, and the GPU profiles the partner may grant. Test customers have an allocation of their own and never take live capacity.",
+        response: { 200: success(Capacity, 'The capacity.') },
       },
     },
     async (request) => ok(await capacity.capacity(tenant(request))),
@@ -55,9 +60,11 @@ export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'getQuota',
+        tags: ['Capacity'],
         summary: "Read a customer's quota and project caps",
+        description: "The customer's quota and per-project caps, with the revision to send back when changing them.",
         params: CustomerParams,
-        response: { 200: success(Quota) },
+        response: { 200: success(Quota, 'The quota.') },
       },
     },
     async (request) => ok(await quotas.get(tenant(request), request.params.id)),
@@ -69,10 +76,13 @@ export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices
       config: { scope: 'customers:write' },
       schema: {
         operationId: 'putQuota',
+        tags: ['Capacity'],
         summary: "Change a customer's quota and project caps (send the revision you read)",
+        description:
+          'Replaces the quota (an omitted GPU profile is 0) and, when given, the project caps (omitted: kept). Send the `revision` you read; another answers 409 CONFLICT. The change is taken from, or returned to, the capacity pool; `customer.quota_changed` follows.',
         params: CustomerParams,
         body: PutQuotaRequest,
-        response: { 200: success(Quota) },
+        response: { 200: success(Quota, 'The quota, at its next revision.') },
       },
     },
     async (request) => ok(await quotas.put(tenant(request), request.params.id, request.body)),
@@ -84,9 +94,11 @@ export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'getCustomerPlan',
+        tags: ['Capacity'],
         summary: "Read a customer's plan",
+        description: "The customer's plan, with the plan's quota.",
         params: CustomerParams,
-        response: { 200: success(CustomerPlan) },
+        response: { 200: success(CustomerPlan, "The customer's plan.") },
       },
     },
     async (request) => ok(await quotas.getPlan(tenant(request), request.params.id)),
@@ -98,10 +110,13 @@ export const capacityRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices
       config: { scope: 'customers:write' },
       schema: {
         operationId: 'putCustomerPlan',
+        tags: ['Capacity'],
         summary: "Set a customer's plan; its quota becomes the plan's",
+        description:
+          "Sets the plan and replaces the quota with the plan's, at the next revision (no revision is sent). `customer.plan_changed` follows.",
         params: CustomerParams,
         body: PutPlanRequest,
-        response: { 200: success(CustomerPlan) },
+        response: { 200: success(CustomerPlan, "The customer's plan, now set.") },
       },
     },
     async (request) => ok(await quotas.putPlan(tenant(request), request.params.id, request.body.plan_id)),

@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from 'typebox';
 import { PageQuery } from '../infra/pagination/cursor.ts';
+import { Keyed } from '../infra/request-schemas.ts';
 import { DNS_LABEL, PlanId } from '../platform/names.ts';
 
 /** A GPU profile name: lowercase, digits and dashes (`a100-40gb`). */
@@ -9,7 +10,7 @@ export const GpuProfileName = Type.String({
 });
 
 const Amount = (description: string) => Type.Integer({ minimum: 0, maximum: 1_000_000_000, description });
-const Gpus = Type.Record(GpuProfileName, Amount('GPUs of the profile'), { description: 'GPUs per profile.' });
+const Gpus = Keyed(GpuProfileName, Amount('GPUs of the profile'), { description: 'GPUs per profile.' });
 
 /** vCPU, memory, storage and GPUs per profile: a quota, a plan's quota, a pool or a maximum. */
 export const Resources = Type.Object(
@@ -32,7 +33,9 @@ export const ProjectCap = Type.Object(
   },
   { title: 'ProjectCap', additionalProperties: false },
 );
-export const ProjectCaps = Type.Record(Type.String({ pattern: DNS_LABEL }), ProjectCap, { description: 'Caps by project name.' });
+export const ProjectCaps = Keyed(Type.String({ pattern: DNS_LABEL, description: 'A project name.' }), ProjectCap, {
+  description: 'Caps by project name.',
+});
 
 /** CONTRACT §4, Quota. */
 export const Quota = Type.Object(

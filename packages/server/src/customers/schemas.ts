@@ -1,4 +1,6 @@
 import { type Static, Type } from 'typebox';
+import { PageQuery } from '../infra/pagination/cursor.ts';
+import { Text } from '../infra/request-schemas.ts';
 import { Operation } from '../operations/schemas.ts';
 import { CustomerId, DNS_LABEL, Email, PlanId, Username } from '../platform/names.ts';
 import { Project } from '../projects/schemas.ts';
@@ -78,14 +80,14 @@ export type CustomerWithProjects = Static<typeof CustomerWithProjects>;
 export const CreateCustomerRequest = Type.Object(
   {
     id: CustomerId,
-    external_id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-    display_name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    external_id: Type.Optional(Text({ minLength: 1, maxLength: 255 })),
+    display_name: Type.Optional(Text({ minLength: 1, maxLength: 200 })),
     owner: Type.Object(
       {
         username: Username,
         email: Email,
-        first_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
-        last_name: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+        first_name: Type.Optional(Text({ minLength: 1, maxLength: 100 })),
+        last_name: Type.Optional(Text({ minLength: 1, maxLength: 100 })),
       },
       { additionalProperties: false },
     ),
@@ -105,16 +107,15 @@ export const CreateCustomerResponse = Type.Object({ customer: Customer, operatio
 
 export const ListCustomersQuery = Type.Object(
   {
-    external_id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    external_id: Type.Optional(Text({ minLength: 1, maxLength: 255 })),
     status: Type.Optional(CustomerStatus),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: 50 })),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
+    ...PageQuery,
   },
   { additionalProperties: false },
 );
 
 export const SuspendRequest = Type.Object(
-  { reason: Type.Optional(Type.String({ maxLength: 500 })) },
+  { reason: Type.Optional(Text({ maxLength: 500 })) },
   { title: 'SuspendRequest', additionalProperties: false },
 );
 export const SuspendResult = Type.Object(

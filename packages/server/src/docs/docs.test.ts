@@ -16,8 +16,10 @@ interface Operation {
   responses: Record<string, { description: string; 'x-error-codes'?: string[] }>;
 }
 interface Document {
+  info: { description: string };
   paths: Record<string, Record<string, Operation>>;
   webhooks: Record<string, unknown>;
+  components: { securitySchemes: Record<string, { type: string; scheme?: string }> };
 }
 const committed = JSON.parse(readFileSync(fileURLToPath(new URL('../../../../docs/openapi.json', import.meta.url)), 'utf8')) as Document;
 
@@ -75,6 +77,7 @@ if (target) {
       assert.match(inline[0] ?? '', /"url": "\/api\/public\/v1\/openapi\.json"/);
       assert.match(inline[0] ?? '', /"telemetry": false/);
       assert.match(inline[0] ?? '', /"withDefaultFonts": false/);
+      assert.match(inline[0] ?? '', /"preferredSecurityScheme": "bearerToken"/, 'the authentication panel offers the bearer token first');
       // The renderer itself, served from the package.
       const scripts = [...html.matchAll(/<script[^>]*\bsrc="([^"]+)"/g)].map((m) => m[1] ?? '');
       assert.deepEqual(scripts, ['js/scalar.js']);
@@ -116,6 +119,15 @@ if (target) {
       assert.ok(operations >= 30);
       assert.ok(served.paths['/api/public/v1/events/stream']?.get, 'the event stream is documented');
       assert.deepEqual(Object.keys(served.webhooks).sort(), Object.keys(committed.webhooks).sort());
+      // The page opens with the introduction: how an API key becomes an access token, its lifetime and scopes.
+      assert.match(served.info.description, /## Authentication: from API key to access token/);
+      assert.match(served.info.description, /POST \/api\/public\/v1\/auth\/token/);
+      assert.match(served.info.description, /at most 15 minutes/);
+      assert.match(served.info.description, /\| `customers:sso` \|/);
+      assert.deepEqual(
+        [served.components.securitySchemes.bearerToken?.type, served.components.securitySchemes.bearerToken?.scheme],
+        ['http', 'bearer'],
+      );
       assert.ok(Object.keys(served.webhooks).includes('customer.ready'));
     });
   });

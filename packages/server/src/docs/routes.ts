@@ -19,9 +19,14 @@ import { ApiError } from '../infra/errors/catalogue.ts';
  */
 export const DOCS_PATH = '/docs';
 
-/** What the reference shows and leaves out: nothing that calls a third party (telemetry, fonts, AI, MCP). */
+/**
+ * What the reference shows and leaves out: nothing that calls a third party (telemetry, fonts, AI, MCP).
+ * It opens with the document's introduction (how a key becomes a token), and its authentication panel
+ * offers the bearer scheme first: paste the `access_token` of `POST /auth/token` and try any call.
+ */
 function scalarConfiguration(documentUrl: string) {
   return {
+    authentication: { preferredSecurityScheme: 'bearerToken' },
     url: documentUrl,
     pageTitle: 'Tenantry partner API reference',
     telemetry: false,

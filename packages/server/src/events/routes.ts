@@ -1,12 +1,32 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
 import type { AuthService } from '../auth/service.ts';
 import { requestTenant } from '../auth/tenant.ts';
 import type { Clock } from '../infra/clock.ts';
-import { validationError } from '../infra/errors/catalogue.ts';
+import { type ErrorDetails, type FieldProblem, validationError } from '../infra/errors/catalogue.ts';
 import { listOf } from '../infra/http/envelope.ts';
-import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse, ListEventsQuery } from './schemas.ts';
+import { PageQuery } from '../infra/pagination/cursor.ts';
+import { EVENT_TYPES } from './payloads.ts';
+import { EVENT_ID, EventBody, EventStreamHeaders, EventStreamResponse } from './schemas.ts';
 import type { EventService } from './service.ts';
 import type { EventStreams } from './stream.ts';
+
+const ListEventsQuery = Type.Object(
+  { ...PageQuery, type: Type.Optional(Type.Enum(EVENT_TYPES, { description: 'Only events of this name.' })) },
+  { additionalProperties: false },
+);
+
+/** An unknown `type` is named as such, with the names there are (as the webhook's filter does). */
+function explainUnknownType(problems: FieldProblem[]): { problems: FieldProblem[]; details?: ErrorDetails } {
+  const isType = (problem: FieldProblem) => problem.in === 'query' && problem.field === 'type';
+  if (!problems.some(isType)) return { problems };
+  return {
+    problems: problems.map((problem) =>
+      isType(problem) ? { ...problem, message: 'is not an event name; details.known_events lists them' } : problem,
+    ),
+    details: { known_events: [...EVENT_TYPES] },
+  };
+}
 
 /** What these routes use of the services the composition root wires. */
 interface RouteServices {
@@ -23,12 +43,15 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }>
   app.get(
     '/events',
     {
-      config: { scope: 'customers:read' },
+      config: { scope: 'customers:read', explainValidation: explainUnknownType },
       schema: {
         operationId: 'listEvents',
+        tags: ['Events'],
         summary: 'List events, newest first (the polling twin of every webhook)',
+        description:
+          'Every event of the last 30 days, newest first, whether or not a webhook delivered it: the polling twin of the webhook, and authoritative. `type` takes one event name.',
         querystring: ListEventsQuery,
-        response: { 200: listOf(EventBody) },
+        response: { 200: listOf(EventBody, 'A page of events.') },
       },
     },
     async (request) => ({
@@ -47,6 +70,7 @@ export const eventRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }>
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'streamEvents',
+        tags: ['Events'],
         summary: 'Stream events as they happen (server-sent events; `tenantry listen` reads it)',
         description:
           'Each event is one server-sent event: `id` is the event id, `event` its name, `data` the event body exactly as a ' +

@@ -1,5 +1,4 @@
 import { type Static, Type } from 'typebox';
-import { PageQuery } from '../infra/pagination/cursor.ts';
 import type { EventsTable } from './tables.ts';
 
 /** partner-api.md, Event body: what a webhook delivery carries and `GET /events` lists. */
@@ -14,14 +13,6 @@ export const EventBody = Type.Object(
   { title: 'Event' },
 );
 export type EventBody = Static<typeof EventBody>;
-
-export const ListEventsQuery = Type.Object(
-  {
-    ...PageQuery,
-    type: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Only events of this name.' })),
-  },
-  { additionalProperties: false },
-);
 
 /** An event id as minted (`dlv_` and 26 base-32 characters). */
 export const EVENT_ID = /^dlv_[0-9a-z]{26}$/;

@@ -5,22 +5,20 @@ import { CAPACITY_EVENTS } from '../capacity/events.ts';
 import { CUSTOMER_EVENTS } from '../customers/events.ts';
 import { type EventName, type EventSchemas, eventBodySchema, eventSchemaName, PING_DATA } from '../events/payloads.ts';
 import { ERROR_CATALOGUE, type ErrorCode } from '../infra/errors/catalogue.ts';
+import { emptyBodyIsObject } from '../infra/http/validation.ts';
+import { KEY_PATTERN } from '../infra/idempotency/plugin.ts';
 import type { Scope } from '../partners/scopes.ts';
 import { PROJECT_EVENTS } from '../projects/events.ts';
+import { CONTACT, INTRODUCTION, LICENSE, SCOPE_DESCRIPTIONS, TAGS, TOKEN_URL } from './introduction.ts';
+import { WEBHOOK_SIGNATURE_SCHEME, webhooksSection } from './webhooks.ts';
 
 /**
  * The partner API's OpenAPI 3.1 document, generated from the route schemas that validate requests and
- * responses (`@fastify/swagger` reads them as routes are added). What the route schemas do not say is
- * added here once for every route: the security scope, the error responses with their codes, the
- * headers every response carries, and the webhook payloads.
+ * responses (`@fastify/swagger` reads them as routes are added), with their tags, summaries and
+ * descriptions. What the route schemas do not say is added here once for every route: the security
+ * scope, whether a body may be left out, the error responses with their codes, the headers every
+ * response carries, and the webhook payloads.
  */
-
-const SCOPES: Record<Scope, string> = {
-  'customers:read': 'Read customers, projects, users, operations, quotas, capacity, webhooks and events',
-  'customers:write': 'Create, change, suspend, resume and delete; configure webhooks',
-  'customers:sso': 'Mint one-click console logins',
-  'usage:read': 'Read usage',
-};
 
 const ErrorEnvelope = Type.Object(
   {
@@ -40,6 +38,9 @@ const EVENT_DATA: { [K in EventName]: EventSchemas[K] } = { ping: PING_DATA, ...
 const EVENT_NAMES = Object.keys(EVENT_DATA) as EventName[];
 
 const header = (description: string, type: 'string' | 'integer' = 'string') => ({ description, schema: { type } });
+
+/** What the idempotency plugin accepts: 1 to 255 visible ASCII characters. */
+const IDEMPOTENCY_KEY = { type: 'string', minLength: 1, maxLength: 255, pattern: KEY_PATTERN.source };
 const HEADERS = {
   'X-Request-Id': header('The request id; equal to `error.request_id` on errors.'),
   'X-RateLimit-Limit': header("The partner's requests per minute.", 'integer'),
@@ -143,6 +144,8 @@ interface Operation {
   operationId?: string;
   security?: unknown[];
   parameters?: Record<string, unknown>[];
+  requestBody?: { required?: boolean };
+  [OPTIONAL_BODY]?: true;
   responses?: Record<string, { description?: string; headers?: Record<string, unknown>; content?: unknown }>;
 }
 interface OpenApiDocument {
@@ -151,6 +154,9 @@ interface OpenApiDocument {
 }
 
 const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
+
+/** Marks, between `transform` and `completeOperations`, an operation whose body may be left out. */
+const OPTIONAL_BODY = 'x-optional-body';
 
 /** What the route schemas do not say, added to every operation: headers, error responses, Idempotency-Key. */
 function completeOperations(document: OpenApiDocument): OpenApiDocument {
@@ -164,6 +170,9 @@ function completeOperations(document: OpenApiDocument): OpenApiDocument {
             'X-RateLimit-Remaining': ref('X-RateLimit-Remaining'),
           }
         : { 'X-Request-Id': ref('X-Request-Id') };
+      // @fastify/swagger marks every body required; a route that reads no body as `{}` takes none.
+      if (operation[OPTIONAL_BODY] && operation.requestBody) operation.requestBody.required = false;
+      delete operation[OPTIONAL_BODY];
       const responses = operation.responses ?? {};
       for (const response of Object.values(responses)) response.headers = { ...response.headers, ...headers };
       const scope = authenticated ? 'token' : undefined;
@@ -179,8 +188,9 @@ function completeOperations(document: OpenApiDocument): OpenApiDocument {
             name: 'Idempotency-Key',
             in: 'header',
             required: false,
-            description: 'Makes a retry safe: the same key within 24 hours answers with the first response.',
-            schema: { type: 'string', minLength: 1, maxLength: 255 },
+            description:
+              'Makes a retry safe: the same key within 24 hours answers with the first response. 1 to 255 visible ASCII characters.',
+            schema: IDEMPOTENCY_KEY,
           },
         ];
       }
@@ -206,6 +216,7 @@ function nameSchemas(document: OpenApiDocument): OpenApiDocument {
     if (!isObject(node)) return node;
     const copy: { [key: string]: Json } = {};
     for (const [key, value] of Object.entries(node)) copy[key] = visit(value);
+    if (isObject(copy.discriminator ?? null) && Array.isArray(copy.oneOf)) copy.discriminator = mapped(copy, named);
     const title = copy.title;
     if (root || typeof title !== 'string' || !('type' in copy || 'anyOf' in copy || 'oneOf' in copy)) return copy;
     const existing = named[title];
@@ -222,6 +233,37 @@ function nameSchemas(document: OpenApiDocument): OpenApiDocument {
   return document;
 }
 
+/**
+ * A discriminator with its `mapping`: which value of the tag selects which named branch. Ajv, which
+ * validates the requests, reads a discriminator without one (and refuses one with it); OpenAPI needs it
+ * whenever the tag's values are not the branches' names.
+ */
+function mapped(schema: { [key: string]: Json }, named: Record<string, Json>): Json {
+  const discriminator = schema.discriminator as { propertyName: string };
+  const mapping: Record<string, string> = {};
+  for (const branch of schema.oneOf as Json[]) {
+    const target = isObject(branch) && typeof branch.$ref === 'string' ? branch.$ref : undefined;
+    const resolved = target === undefined ? undefined : named[target.slice(target.lastIndexOf('/') + 1)];
+    const tag = isObject(resolved ?? null)
+      ? ((resolved as { properties?: Record<string, Json> }).properties?.[discriminator.propertyName] ?? null)
+      : null;
+    if (target === undefined || !isObject(tag))
+      throw new Error(`OpenAPI: a discriminated branch must be a titled object with ${discriminator.propertyName}`);
+    const values = tag.const !== undefined ? [tag.const] : Array.isArray(tag.enum) ? tag.enum : [];
+    for (const value of values) mapping[String(value)] = target;
+  }
+  return { ...discriminator, mapping };
+}
+
+/**
+ * The security requirement of a route's scope: the OAuth client-credentials token, which names the
+ * scope, or the same token pasted as a bearer token (a scheme that names no scopes).
+ */
+function securityOf(scope: Scope | 'any' | undefined): Record<string, string[]>[] {
+  if (scope === undefined) return [];
+  return [{ partnerToken: scope === 'any' ? [] : [scope] }, { bearerToken: [] }];
+}
+
 export async function registerOpenApi(app: FastifyInstance, options: { version: string }): Promise<void> {
   await app.register(swagger, {
     openapi: {
@@ -229,16 +271,26 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
       info: {
         title: 'Tenantry partner API',
         version: options.version,
-        description: 'Manage customers, projects, users, quotas and webhooks of a GPU and VM cloud as its reseller.',
+        description: INTRODUCTION,
+        contact: CONTACT,
+        license: LICENSE,
       },
       servers: [{ url: '/' }],
+      tags: TAGS,
       components: {
         securitySchemes: {
           partnerToken: {
             type: 'oauth2',
-            description: 'Exchange an API key at `POST /api/public/v1/auth/token` for a bearer token (15 minutes).',
-            flows: { clientCredentials: { tokenUrl: '/api/public/v1/auth/token', scopes: SCOPES } },
+            description: `Exchange an API key at \`POST ${TOKEN_URL}\` for an access token (at most 15 minutes), carrying the scopes granted to the partner.`,
+            flows: { clientCredentials: { tokenUrl: TOKEN_URL, scopes: SCOPE_DESCRIPTIONS } },
           },
+          bearerToken: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'tnt_at_...',
+            description: `The access token from \`POST ${TOKEN_URL}\`, sent as \`Authorization: Bearer <token>\`: paste one here to try calls.`,
+          },
+          webhookSignature: WEBHOOK_SIGNATURE_SCHEME,
         },
         headers: HEADERS,
         // Components pass through @fastify/swagger's conversion as the route schemas do, so the event
@@ -248,34 +300,14 @@ export async function registerOpenApi(app: FastifyInstance, options: { version: 
           ...Object.fromEntries(EVENT_NAMES.map((event) => [eventSchemaName(event), eventBodySchema(event, EVENT_DATA[event]) as never])),
         },
       },
-      webhooks: Object.fromEntries(
-        EVENT_NAMES.map((type) => [
-          type,
-          {
-            post: {
-              summary: `The ${type} event, delivered to the partner's receiver`,
-              parameters: ['X-Service-Signature', 'X-Service-Timestamp', 'X-Service-Event', 'X-Service-Delivery'].map((name) => ({
-                name,
-                in: 'header',
-                required: true,
-                schema: { type: 'string' },
-              })),
-              requestBody: {
-                required: true,
-                content: { 'application/json': { schema: { $ref: `#/components/schemas/${eventSchemaName(type)}` } } },
-              },
-              responses: { '200': { description: 'Any 2xx acknowledges the delivery.' } },
-            },
-          },
-        ]),
-      ) as never,
+      webhooks: webhooksSection(EVENT_NAMES) as never,
     },
     // Only the partner API itself: health, console pages and this document stay out.
     transform: ({ schema, url, route }) => {
       if (!url.startsWith('/api/public/v1/') || url.endsWith('/openapi.json')) return { schema: { ...schema, hide: true }, url };
       const scope = (route.config as { scope?: Scope | 'any' } | undefined)?.scope;
-      const security = scope === undefined ? [] : [{ partnerToken: scope === 'any' ? [] : [scope] }];
-      return { schema: { ...schema, security } as typeof schema, url };
+      const optionalBody = [route.preValidation].flat().includes(emptyBodyIsObject) ? { [OPTIONAL_BODY]: true } : {};
+      return { schema: { ...schema, security: securityOf(scope), ...optionalBody } as typeof schema, url };
     },
     transformObject: (documentObject) =>
       nameSchemas(completeOperations((documentObject as { openapiObject: OpenApiDocument }).openapiObject)),

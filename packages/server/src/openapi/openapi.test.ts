@@ -13,14 +13,21 @@ const COMMITTED = fileURLToPath(new URL('../../../../docs/openapi.json', import.
 
 interface Operation {
   operationId?: string;
+  tags?: string[];
+  summary?: string;
+  description?: string;
+  requestBody?: { required?: boolean };
   security?: Record<string, string[]>[];
   parameters?: { name: string; in: string }[];
-  responses: Record<string, { headers?: Record<string, unknown> }>;
+  responses: Record<string, { description?: string; headers?: Record<string, unknown> }>;
 }
 interface Document {
   openapi: string;
+  info: { description: string; contact?: unknown; license?: unknown };
+  tags: { name: string; description: string }[];
   paths: Record<string, Record<string, Operation>>;
   webhooks: Record<string, unknown>;
+  components: { securitySchemes: Record<string, unknown> };
 }
 
 // The document does not depend on the database: one is enough.
@@ -90,7 +97,11 @@ if (target) {
         if (scope === undefined) {
           assert.deepEqual(operation.security, [], `${method} ${path} is public`);
         } else {
-          assert.deepEqual(operation.security, [{ partnerToken: scope === 'any' ? [] : [scope] }], `${method} ${path} needs ${scope}`);
+          assert.deepEqual(
+            operation.security,
+            [{ partnerToken: scope === 'any' ? [] : [scope] }, { bearerToken: [] }],
+            `${method} ${path} needs ${scope}, as an OAuth token or a pasted bearer token`,
+          );
           for (const status of ['400', '401', '403', '429', '500', '503']) {
             assert.ok(operation.responses[status], `${method} ${path} documents ${status}`);
           }
@@ -100,6 +111,34 @@ if (target) {
         }
         const idempotent = (operation.parameters ?? []).some((p) => p.in === 'header' && p.name === 'Idempotency-Key');
         assert.equal(idempotent, scope !== undefined && method !== 'GET', `${method} ${path}: Idempotency-Key on authenticated mutations`);
+      }
+    });
+
+    test('every operation is grouped under a declared tag and says what it does and what each answer is', () => {
+      const tags = document.tags.map((tag) => tag.name);
+      for (const tag of document.tags) assert.ok(tag.description.length > 20, `tag ${tag.name} is described`);
+      for (const [path, operations] of Object.entries(document.paths)) {
+        for (const [method, operation] of Object.entries(operations)) {
+          const name = `${method.toUpperCase()} ${path}`;
+          assert.equal(operation.tags?.length, 1, `${name} has one tag`);
+          assert.ok(tags.includes(operation.tags?.[0] ?? ''), `${name}: its tag ${operation.tags?.[0]} is declared`);
+          assert.ok((operation.summary ?? '').length > 10, `${name} has a summary`);
+          assert.ok((operation.description ?? '').length > 20, `${name} has a description`);
+          for (const [status, response] of Object.entries(operation.responses)) {
+            assert.ok(response.description && response.description !== 'Default Response', `${name} describes its ${status}`);
+          }
+        }
+      }
+      assert.ok(document.info.contact && document.info.license, 'the document names a contact and a licence');
+    });
+
+    test('the bodies of suspend and resume may be left out; every other body is required', () => {
+      for (const [path, operations] of Object.entries(document.paths)) {
+        for (const [method, operation] of Object.entries(operations)) {
+          if (!operation.requestBody) continue;
+          const optional = ['suspendCustomer', 'resumeCustomer'].includes(operation.operationId ?? '');
+          assert.equal(operation.requestBody.required, !optional, `${method.toUpperCase()} ${path}`);
+        }
       }
     });
 
@@ -131,7 +170,22 @@ if (target) {
         'project.deleted',
       ];
       assert.deepEqual(Object.keys(document.webhooks).sort(), specified.sort());
-      assert.match(JSON.stringify(document.webhooks['customer.ready']), /X-Service-Signature/);
+      const ready = document.webhooks['customer.ready'] as {
+        post: { security: Record<string, string[]>[]; parameters: { name: string }[] };
+      };
+      assert.deepEqual(ready.post.security, [{ webhookSignature: [] }]);
+      const scheme = document.components.securitySchemes.webhookSignature as {
+        type: string;
+        in: string;
+        name: string;
+        description: string;
+      };
+      assert.deepEqual([scheme.type, scheme.in, scheme.name], ['apiKey', 'header', 'X-Service-Signature']);
+      assert.match(scheme.description, /HMAC-SHA256 of `<X-Service-Timestamp>\.<raw body>`/);
+      assert.deepEqual(
+        ready.post.parameters.map((p) => p.name),
+        ['X-Service-Timestamp', 'X-Service-Event', 'X-Service-Delivery'],
+      );
     });
   });
 }

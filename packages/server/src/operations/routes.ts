@@ -30,10 +30,13 @@ export const operationRoutes: FastifyPluginAsyncTypebox<{ services: RouteService
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'listOperations',
+        tags: ['Operations'],
         summary: "List a customer's operations of the last 7 days, newest first",
+        description:
+          "The customer's operations of the last 7 days, newest first: the creations and deletions of the customer and its projects. Reading a page also moves provisioning on.",
         params: CustomerParams,
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
-        response: { 200: listOf(Operation) },
+        response: { 200: listOf(Operation, 'A page of operations.') },
       },
     },
     async (request) => ({
@@ -48,9 +51,12 @@ export const operationRoutes: FastifyPluginAsyncTypebox<{ services: RouteService
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'getOperation',
+        tags: ['Operations'],
         summary: 'Read one operation',
+        description:
+          "One operation: `pending`, `running`, then `succeeded` or `failed` (with `error.code` and `error.message`). A deleted customer's operations stay readable by id for 7 days.",
         params: OperationParams,
-        response: { 200: success(Operation) },
+        response: { 200: success(Operation, 'The operation.') },
       },
     },
     async (request) => ok(await operations.get(tenant(request), request.params.id, request.params.operation_id)),

@@ -1,26 +1,40 @@
 import { type Static, Type } from 'typebox';
+import { Keyed, Text } from '../infra/request-schemas.ts';
 import { CustomerId, ProjectName } from '../platform/names.ts';
 import { TEST_CLOCK_MAX_OFFSET_SECONDS } from './mode-clock.ts';
 
 /** Failure codes a test can inject (partner-api.md, Operation failure codes; CUSTOMER_DELETING/DELETED come by themselves). */
 export const INJECTABLE_CODE = '^(PROVISIONING_FAILED|PROVISIONING_TIMEOUT|NO_ADDRESS_SPACE|UPSTREAM_[1-5][0-9]{2})$';
 
-export const FailureRequest = Type.Object(
+const FailureCount = Type.Integer({ minimum: 1, maximum: 1000, description: 'How many matching steps fail; default 1.' });
+
+const ProvisioningFailure = Type.Object(
   {
-    type: Type.Union([Type.Literal('customer.create'), Type.Literal('project.create'), Type.Literal('gpu_usage')]),
-    code: Type.Optional(
-      Type.String({
-        pattern: INJECTABLE_CODE,
-        description: 'PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE or UPSTREAM_<status>.',
-      }),
-    ),
-    message: Type.Optional(Type.String({ minLength: 1, maxLength: 500 })),
+    type: Type.Enum(['customer.create', 'project.create']),
+    code: Type.String({
+      pattern: INJECTABLE_CODE,
+      description: 'PROVISIONING_FAILED, PROVISIONING_TIMEOUT, NO_ADDRESS_SPACE or UPSTREAM_<status>.',
+    }),
+    message: Type.Optional(Text({ minLength: 1, maxLength: 500 })),
     customer_id: Type.Optional(CustomerId),
     project: Type.Optional(ProjectName),
-    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'How many matching steps fail; default 1.' })),
+    count: Type.Optional(FailureCount),
   },
-  { additionalProperties: false },
+  { title: 'ProvisioningFailureRequest', additionalProperties: false },
 );
+
+const GpuUsageFailure = Type.Object(
+  { type: Type.Literal('gpu_usage'), count: Type.Optional(FailureCount) },
+  { title: 'GpuUsageFailureRequest', additionalProperties: false },
+);
+
+/** One of two forms, told apart by `type`: a provisioning step's failure needs a code, a GPU usage check's takes none. */
+export const FailureRequest = Type.Unsafe<Static<typeof ProvisioningFailure> | Static<typeof GpuUsageFailure>>({
+  // The discriminator checks objects only, and stands for `oneOf`: the type refuses everything else.
+  type: 'object',
+  oneOf: [ProvisioningFailure, GpuUsageFailure],
+  discriminator: { propertyName: 'type' },
+});
 export type FailureRequest = Static<typeof FailureRequest>;
 
 export const FailureResult = Type.Object({
@@ -38,7 +52,7 @@ export const WorkloadsRequest = Type.Object(
   {
     vms: Type.Optional(Type.Array(WorkloadName, { maxItems: 1000, uniqueItems: true })),
     databases: Type.Optional(Type.Array(WorkloadName, { maxItems: 1000, uniqueItems: true })),
-    gpus: Type.Optional(Type.Record(Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{0,62}$' }), Type.Integer({ minimum: 0, maximum: 10_000 }))),
+    gpus: Type.Optional(Keyed(Type.String({ pattern: '^[a-z0-9][a-z0-9.-]{0,62}$' }), Type.Integer({ minimum: 0, maximum: 10_000 }))),
   },
   { additionalProperties: false },
 );

@@ -5,7 +5,7 @@ import type { CustomerService } from '../customers/service.ts';
 import type { CustomerTables } from '../customers/tables.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
-import { type FieldProblem, notFound, validationError } from '../infra/errors/catalogue.ts';
+import { notFound, validationError } from '../infra/errors/catalogue.ts';
 import type { OperationEngine } from '../operations/engine.ts';
 import { nextOperationDueAt } from '../operations/service.ts';
 import type { OperationTables } from '../operations/tables.ts';
@@ -37,21 +37,13 @@ export class TestHelperService {
   }
 
   async injectFailure(tenant: Tenant, request: FailureRequest) {
-    const problems: FieldProblem[] = [];
-    if (request.type === 'gpu_usage') {
-      for (const field of ['code', 'message', 'customer_id', 'project'] as const) {
-        if (request[field] !== undefined) problems.push({ in: 'body', field, message: 'does not apply to type gpu_usage' });
-      }
-    } else if (request.code === undefined) {
-      problems.push({ in: 'body', field: 'code', message: `is required for type ${request.type}` });
-    }
-    if (problems.length > 0) throw validationError(problems);
+    const provisioning = request.type === 'gpu_usage' ? undefined : request;
     const failure = {
       type: request.type,
-      code: request.code ?? null,
-      message: request.message ?? null,
-      customerId: request.customer_id ?? null,
-      project: request.project ?? null,
+      code: provisioning?.code ?? null,
+      message: provisioning?.message ?? null,
+      customerId: provisioning?.customer_id ?? null,
+      project: provisioning?.project ?? null,
       count: request.count ?? 1,
     };
     await this.#deps.sandbox.injectFailure(platformContext(tenant), failure);

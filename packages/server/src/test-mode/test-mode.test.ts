@@ -146,11 +146,17 @@ for (const target of testDatabases()) {
       await waitGone(server, p.test, '/customers/busy');
     });
 
-    test('helper input is validated like every other body', async () => {
-      const missing = assertError(await inject({ type: 'customer.create' }), 400, 'VALIDATION_ERROR');
-      assert.equal(fieldErrors(missing)[0]?.field, 'code');
-      const stray = assertError(await inject({ type: 'gpu_usage', code: 'PROVISIONING_FAILED' }), 400, 'VALIDATION_ERROR');
-      assert.equal(fieldErrors(stray)[0]?.field, 'code');
+    test('helper input is validated like every other body; a failure takes one of two forms, told apart by type', async () => {
+      const refused = async (body: Record<string, unknown>) => fieldErrors(assertError(await inject(body), 400, 'VALIDATION_ERROR'));
+      assert.deepEqual(await refused({ type: 'customer.create' }), [{ in: 'body', field: 'code', message: 'is required' }]);
+      assert.deepEqual(await refused({ type: 'gpu_usage', code: 'PROVISIONING_FAILED' }), [
+        { in: 'body', field: 'code', message: 'is not a known field' },
+      ]);
+      assert.deepEqual(await refused({ code: 'PROVISIONING_FAILED' }), [{ in: 'body', field: 'type', message: 'is required' }]);
+      assert.deepEqual(await refused({ type: 'vm.create', code: 'PROVISIONING_FAILED' }), [
+        { in: 'body', field: 'type', message: 'is not one of the allowed values' },
+      ]);
+      assert.deepEqual(await refused({ type: 7 }), [{ in: 'body', field: 'type', message: 'must be a string' }]);
       assertError(await inject({ type: 'customer.create', code: 'CUSTOMER_DELETED' }), 400, 'VALIDATION_ERROR');
       assert.equal((await inject({ type: 'gpu_usage', count: 2 })).status, 201);
       assertError(

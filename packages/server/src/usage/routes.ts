@@ -22,9 +22,12 @@ export const usageRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }>
       config: { scope: 'usage:read' },
       schema: {
         operationId: 'listUsage',
+        tags: ['Usage'],
         summary: 'Usage of every customer in a window, by customer id',
+        description:
+          'Resource-hours of every customer in the window [`from`, `to`) of UTC days (default: the 7 days ending tonight), by customer id. Customers deleted within the window are listed with `deleted_at` and their usage until then. A window longer than `limits.max_usage_window_days` (whoami) answers 400 VALIDATION_ERROR.',
         querystring: UsageListQuery,
-        response: { 200: listOf(UsageRecord) },
+        response: { 200: listOf(UsageRecord, 'A page of usage records.') },
       },
     },
     async (request) => {
@@ -42,10 +45,12 @@ export const usageRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }>
       config: { scope: 'usage:read' },
       schema: {
         operationId: 'getCustomerUsage',
+        tags: ['Usage'],
         summary: "One customer's usage in a window",
+        description: "One customer's resource-hours in the window [`from`, `to`) of UTC days (default: the 7 days ending tonight).",
         params: CustomerParams,
         querystring: CustomerUsageQuery,
-        response: { 200: success(UsageRecord) },
+        response: { 200: success(UsageRecord, "The customer's usage record.") },
       },
     },
     async (request) => ok(await usage.forCustomer(requestTenant(request, options.clock), request.params.id, request.query)),

@@ -27,10 +27,13 @@ export const userRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> 
       config: { scope: 'customers:write' },
       schema: {
         operationId: 'createUser',
+        tags: ['Users'],
         summary: 'Create a user of a customer',
+        description:
+          "Adds a user to an active customer's identity realm. `role` defaults to `member`. The email is unique within the customer (409 ALREADY_EXISTS); the usernames `admin` and `service-account-*` are reserved (400).",
         params: CustomerParams,
         body: CreateUserRequest,
-        response: { 201: success(User) },
+        response: { 201: success(User, 'The user, created.') },
       },
     },
     async (request, reply) => reply.code(201).send(ok(await users.create(tenant(request), request.params.id, request.body))),
@@ -42,10 +45,12 @@ export const userRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> 
       config: { scope: 'customers:read' },
       schema: {
         operationId: 'listUsers',
+        tags: ['Users'],
         summary: "List a customer's users by username, owner included (the first 1,000)",
+        description: "A customer's users by username, the owner included; the first 1,000 are listable.",
         params: CustomerParams,
         querystring: Type.Object(PageQuery, { additionalProperties: false }),
-        response: { 200: listOf(User) },
+        response: { 200: listOf(User, 'A page of users.') },
       },
     },
     async (request) => ({
@@ -58,7 +63,14 @@ export const userRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> 
     '/customers/:id/users/:username',
     {
       config: { scope: 'customers:read' },
-      schema: { operationId: 'getUser', summary: 'Read a user', params: UserParams, response: { 200: success(User) } },
+      schema: {
+        operationId: 'getUser',
+        tags: ['Users'],
+        summary: 'Read a user',
+        description: 'One user of a customer.',
+        params: UserParams,
+        response: { 200: success(User, 'The user.') },
+      },
     },
     async (request) => ok(await users.get(tenant(request), request.params.id, request.params.username)),
   );
@@ -69,9 +81,11 @@ export const userRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> 
       config: { scope: 'customers:write' },
       schema: {
         operationId: 'deleteUser',
+        tags: ['Users'],
         summary: 'Delete a user (not the owner)',
+        description: "Removes a user from the customer's realm. The owner cannot be deleted (403 FORBIDDEN).",
         params: UserParams,
-        response: { 200: success(DeleteUserResult) },
+        response: { 200: success(DeleteUserResult, 'The user, deleted.') },
       },
     },
     async (request) => ok(await users.delete(tenant(request), request.params.id, request.params.username)),
@@ -83,9 +97,12 @@ export const userRoutes: FastifyPluginAsyncTypebox<{ services: RouteServices }> 
       config: { scope: 'customers:sso' },
       schema: {
         operationId: 'createConsoleLogin',
+        tags: ['Users'],
         summary: 'Mint a one-time console login URL for a user (valid 5 minutes)',
+        description:
+          "A URL that logs the user into the customer's console once, within 5 minutes (`expires_at`): impersonation, so it needs `customers:sso`. A user with pending identity-provider actions answers 409 USER_ACTION_REQUIRED, the message naming the action.",
         params: UserParams,
-        response: { 201: success(ConsoleLoginResult) },
+        response: { 201: success(ConsoleLoginResult, 'The one-time login URL.') },
       },
     },
     async (request, reply) => {

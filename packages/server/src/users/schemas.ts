@@ -1,4 +1,5 @@
 import { type Static, Type } from 'typebox';
+import { Text } from '../infra/request-schemas.ts';
 import { Email, Username } from '../platform/names.ts';
 import type { UsersTable } from './tables.ts';
 
@@ -33,7 +34,7 @@ export function toUser(
   };
 }
 
-const PersonName = Type.String({ minLength: 1, maxLength: 100 });
+const PersonName = Text({ minLength: 1, maxLength: 100 });
 
 export const CreateUserRequest = Type.Object(
   {

@@ -1,4 +1,5 @@
 import { EVENT_TYPES } from '../events/payloads.ts';
+import type { ErrorDetails, FieldProblem } from '../infra/errors/catalogue.ts';
 import { eventFamily } from './store.ts';
 
 /** Families a filter may name (`customer.*`), derived from the event names. */
@@ -7,14 +8,28 @@ export const EVENT_FAMILIES = [...new Set(EVENT_TYPES.map(eventFamily))];
 /** Everything a webhook's `events` list may name: `*`, a family, or an event (never `ping`). */
 export const NAMEABLE_EVENTS: readonly string[] = ['*', ...EVENT_FAMILIES, ...EVENT_TYPES];
 
-/** The entries of a filter that name nothing we send, with why; empty when the filter is valid. */
-export function unknownFilterEntries(filter: readonly string[]): { index: number; message: string }[] {
-  const problems: { index: number; message: string }[] = [];
-  filter.forEach((entry, index) => {
-    if (entry === 'ping') problems.push({ index, message: 'ping cannot be named: it is sent only by POST /webhook/test, and * covers it' });
-    else if (!NAMEABLE_EVENTS.includes(entry)) problems.push({ index, message: `${JSON.stringify(entry)} is not an event name or family` });
+/**
+ * `PUT /webhook`'s validation problems with each unknown filter entry said in words (the schema lists
+ * the names it allows), and `details.known_events` when there is one.
+ */
+export function explainFilterEntries(
+  problems: FieldProblem[],
+  request: { body: unknown },
+): { problems: FieldProblem[]; details?: ErrorDetails } {
+  const filter = (request.body as { events?: unknown } | null | undefined)?.events;
+  let unknown = false;
+  const explained = problems.map((problem) => {
+    const index = /^events\.(\d+)$/.exec(problem.field)?.[1];
+    const entry = index === undefined || !Array.isArray(filter) ? undefined : filter[Number(index)];
+    if (problem.in !== 'body' || typeof entry !== 'string') return problem;
+    unknown = true;
+    const message =
+      entry === 'ping'
+        ? 'ping cannot be named: it is sent only by POST /webhook/test, and * covers it'
+        : `${JSON.stringify(entry)} is not an event name or family`;
+    return { ...problem, message };
   });
-  return problems;
+  return unknown ? { problems: explained, details: { known_events: NAMEABLE_EVENTS } } : { problems: explained };
 }
 
 /** partner-api.md, Webhook configuration: `*` or an empty list means every event. */

@@ -1,5 +1,7 @@
 import { type Static, Type } from 'typebox';
+import { Text } from '../infra/request-schemas.ts';
 import { WEBHOOK_URL_MAX_LENGTH } from './destination.ts';
+import { NAMEABLE_EVENTS } from './event-filter.ts';
 import type { WebhookAttemptsTable, WebhooksTable } from './tables.ts';
 
 const Timestamp = Type.String({ format: 'date-time' });
@@ -7,11 +9,17 @@ const Timestamp = Type.String({ format: 'date-time' });
 /** `PUT /webhook`: the whole configuration (omitted fields take their defaults). */
 export const PutWebhookRequest = Type.Object(
   {
-    url: Type.String({ minLength: 1, maxLength: WEBHOOK_URL_MAX_LENGTH, description: 'HTTPS URL on a public host, no credentials.' }),
+    url: Text({
+      minLength: 1,
+      maxLength: WEBHOOK_URL_MAX_LENGTH,
+      description: 'HTTPS URL on a public host, no credentials.',
+      examples: ['https://hooks.example.com/tenantry'],
+    }),
     events: Type.Optional(
-      Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
+      Type.Array(Type.Enum(NAMEABLE_EVENTS), {
         maxItems: 50,
-        description: 'Event names, families such as `customer.*`, or `*` (default). An empty list means every event.',
+        description:
+          'Event names, families such as `customer.*`, or `*` (default). An empty list means every event. `ping` cannot be named: `*` covers it.',
       }),
     ),
     enabled: Type.Optional(Type.Boolean({ description: 'Default true; false stops delivery.' })),

@@ -1,7 +1,17 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isDatabaseUnavailable } from '../db/database.ts';
-import { ApiError, type FieldProblem, validationError } from '../errors/catalogue.ts';
+import { ApiError, type ErrorDetails, type FieldProblem, validationError } from '../errors/catalogue.ts';
 import { toFieldProblems } from './validation.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * What a route adds to the problems its schemas find: the words for a value outside a list the
+     * route knows better (an unknown event name), and details beside `errors` (`known_events`).
+     */
+    explainValidation?: (problems: FieldProblem[], request: FastifyRequest) => { problems: FieldProblem[]; details?: ErrorDetails };
+  }
+}
 
 /** Seconds a client should wait when a dependency (the database) is down. */
 const UNAVAILABLE_RETRY_AFTER_S = 5;
@@ -57,7 +67,7 @@ export function answerInstead(raw: unknown, request: FastifyRequest, reply: Fast
 
 /** The catalogue's answer to `raw`, logged: an unexpected error's stack, or why a dependency is unavailable. */
 function loggedAnswer(raw: FastifyError | ApiError | Error, request: FastifyRequest): ApiError {
-  const error = toApiError(raw);
+  const error = toApiError(raw, request);
   if (error.code === 'INTERNAL_ERROR') {
     // Only name, message and stack: driver errors carry the query's parameters, which may hold secrets.
     const err = { type: raw.name, message: raw.message, stack: raw.stack, code: (raw as { code?: unknown }).code };
@@ -68,11 +78,13 @@ function loggedAnswer(raw: FastifyError | ApiError | Error, request: FastifyRequ
   return error;
 }
 
-function toApiError(raw: FastifyError | ApiError | Error): ApiError {
+function toApiError(raw: FastifyError | ApiError | Error, request: FastifyRequest): ApiError {
   if (raw instanceof ApiError) return raw;
   const fastifyError = raw as FastifyError;
   if (fastifyError.validation) {
-    return validationError(toFieldProblems(fastifyError.validation, fastifyError.validationContext));
+    const found = toFieldProblems(fastifyError.validation, fastifyError.validationContext);
+    const explained = request.routeOptions.config.explainValidation?.(found, request) ?? { problems: found };
+    return validationError(explained.problems, undefined, explained.details);
   }
   if (isDatabaseUnavailable(raw)) {
     return new ApiError('UNAVAILABLE', 'The service is temporarily unavailable. Retry later.', {

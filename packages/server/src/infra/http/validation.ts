@@ -3,6 +3,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifyInstance, FastifySchemaValidationError } from 'fastify';
 import type { FieldProblem } from '../errors/catalogue.ts';
+import { TEXT_PATTERN } from '../request-schemas.ts';
 import type { DeferredSchemas } from './deferred-schemas.ts';
 
 // ajv-formats is CommonJS; its default export arrives wrapped under ESM.
@@ -16,7 +17,9 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
  * needed (`schemas`).
  */
 export function installValidators(app: FastifyInstance, schemas: DeferredSchemas): void {
-  const base = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false } as const;
+  // `discriminator`: a body that is one of several forms (`oneOf`), told apart by a tag, is checked against
+  // the form its tag names, so the errors are that form's alone.
+  const base = { allErrors: true, removeAdditional: false, useDefaults: true, strict: false, discriminator: true } as const;
   const bodyAjv = addFormats(new Ajv({ ...base, coerceTypes: false }));
   const textAjv = addFormats(new Ajv({ ...base, coerceTypes: 'array' }));
   app.setValidatorCompiler(({ schema, httpPart, method, url }) => {
@@ -164,7 +167,18 @@ export function toFieldProblems(
     const params = (error.params ?? {}) as Record<string, unknown>;
     let problem: FieldProblem;
     if (unionPaths.has(path) && error.keyword !== 'anyOf') continue;
-    if (error.keyword === 'anyOf') {
+    // The text check below names NUL in words; the pattern that documents it would say it again in a regex.
+    if (error.keyword === 'pattern' && params.pattern === TEXT_PATTERN) continue;
+    // A key's own failures (its pattern) come with `propertyName`; the key is reported once, below.
+    if ((error as ErrorObject).propertyName !== undefined) continue;
+    if (error.keyword === 'propertyNames') {
+      problem = { in: where, field: join(pointerToPath(path), String(params.propertyName)), message: 'is not a valid name here' };
+    } else if (error.keyword === 'discriminator') {
+      const tagValue = params.tagValue;
+      const message =
+        tagValue === undefined ? 'is required' : params.error === 'tag' ? 'must be a string' : 'is not one of the allowed values';
+      problem = { in: where, field: join(pointerToPath(path), String(params.tag)), message };
+    } else if (error.keyword === 'anyOf') {
       const allowed = errors
         .filter((e) => e.instancePath === path && e.keyword === 'const')
         .map((e) => (e.params as { allowedValue?: unknown }).allowedValue);
@@ -200,9 +214,10 @@ const join = (base: string, field: string): string => (base ? `${base}.${field}`
 /**
  * A route-level `preValidation` hook for bodies that are optional as a whole
  * (`POST /customers/{id}/resume` with no body is `{}`): a missing body is
- * validated as an empty object, while a present one is validated as sent.
+ * validated as an empty object, while a present one, `null` included, is
+ * validated as sent. The OpenAPI document marks these routes' bodies optional.
  */
 export function emptyBodyIsObject(request: { body: unknown }, _reply: unknown, done: () => void): void {
-  if (request.body === undefined || request.body === null) request.body = {};
+  if (request.body === undefined) request.body = {};
   done();
 }

@@ -34,7 +34,8 @@ export interface IdempotentReplay {
 }
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+/** 1 to 255 visible ASCII characters; the OpenAPI document gives the header this pattern. */
+export const KEY_PATTERN = /^[!-~]{1,255}$/;
 
 /**
  * `Idempotency-Key` on authenticated mutating calls (partner-api.md,

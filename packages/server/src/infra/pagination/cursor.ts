@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { decodeCanonicalBase64url } from '../encoding.ts';
 import { validationError } from '../errors/catalogue.ts';
 import type { KeyMode } from '../mode.ts';
+import { Text } from '../request-schemas.ts';
 
 /**
  * Opaque keyset cursors. A cursor names whose list it pages (its scope), the
@@ -19,7 +20,7 @@ export const PageQuery = {
   limit: Type.Optional(
     Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: 'Page size, 1 to 200.' }),
   ),
-  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'The `next_cursor` of the previous page, unchanged.' })),
+  cursor: Type.Optional(Text({ minLength: 1, maxLength: 1024, description: 'The `next_cursor` of the previous page, unchanged.' })),
 };
 
 export const PaginationSchema = Type.Object({
