@@ -1,9 +1,10 @@
 import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { CONSOLE_CSS, consoleErrorPage } from './page.ts';
+import { CONSOLE_CSS, consoleErrorPage, signedOutPage } from './page.ts';
 import { CONSOLE_COOKIE } from './service.ts';
-import { ConsoleQuery, type ConsoleRouteServices, consoleVmRoutes, renderConsole } from './vm-routes.ts';
+import { ConsoleQuery, type ConsoleRouteServices, consoleVmRoutes, formSession, renderConsole } from './vm-routes.ts';
 
 /**
  * The console (CONTRACT §7), served beside the partner API on the same
@@ -21,6 +22,8 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: ConsoleRouteSe
   const { console: consoleService, options } = services;
   const secure = () => options.publicUrl().startsWith('https://');
   await app.register(cookie);
+  // Forms post as application/x-www-form-urlencoded; only the console's routes accept it.
+  await app.register(formbody, { bodyLimit: 16 * 1024 });
   // Every console answer: only our own files run or style the page, no page frames it, and the
   // one-time login URL never leaves in a Referer.
   app.addHook('onSend', (_request, reply, payload, done) => {
@@ -69,8 +72,35 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<{ services: ConsoleRouteSe
     const session = await consoleService.session(request.cookies[CONSOLE_COOKIE]);
     reply.type('text/html; charset=utf-8').header('cache-control', 'no-store');
     if (!session) return reply.code(401).send(consoleErrorPage('Not signed in', 'Open a console login link to sign in.'));
-    return renderConsole(services, reply, session, { project: request.query.project, created: request.query.created });
+    const { project, created, stopped, started, deleted } = request.query;
+    const changed = stopped
+      ? { name: stopped, change: 'stop' as const }
+      : started
+        ? { name: started, change: 'start' as const }
+        : deleted
+          ? { name: deleted, change: 'delete' as const }
+          : undefined;
+    return renderConsole(services, reply, session, { project, created, changed });
   });
+
+  // Sign-out: the session ends server-side (a copied cookie stops working too) and the cookie is cleared.
+  // A cookie whose session has already ended only needs clearing.
+  app.post('/console/logout', { schema: { hide: true } }, async (request, reply) => {
+    const sessionId = request.cookies[CONSOLE_COOKIE];
+    if (sessionId && (await consoleService.session(sessionId))) {
+      if (!(await formSession(services, request, reply))) return reply;
+      await consoleService.endSession(sessionId);
+      services.consoleSessions.forget(sessionId);
+    }
+    return reply
+      .clearCookie(CONSOLE_COOKIE, { path: '/', httpOnly: true, sameSite: 'lax', secure: secure() })
+      .header('cache-control', 'no-store')
+      .redirect('/console/signed-out', 303);
+  });
+
+  app.get('/console/signed-out', async (_request, reply) =>
+    reply.type('text/html; charset=utf-8').header('cache-control', 'no-store').send(signedOutPage()),
+  );
 
   // The VM form: its script and its POST (issue 15).
   await app.register(consoleVmRoutes, { services });

@@ -14,7 +14,15 @@ import type { ProjectService } from '../projects/service.ts';
 import type { ProjectRow } from '../projects/tables.ts';
 import { type UserService, userRef } from '../users/service.ts';
 import type { UserRow } from '../users/tables.ts';
-import { deleteExpiredConsoleAccess, findSession, insertLogin, insertSession, revokeConsoleAccess, useLogin } from './store.ts';
+import {
+  deleteExpiredConsoleAccess,
+  deleteSession,
+  findSession,
+  insertLogin,
+  insertSession,
+  revokeConsoleAccess,
+  useLogin,
+} from './store.ts';
 import type { ConsoleTables } from './tables.ts';
 
 /** CONTRACT §4, Console login: the URL works once, within 5 minutes. */
@@ -149,6 +157,11 @@ export class ConsoleService {
     const a = Buffer.from(presented);
     const b = Buffer.from(session.csrfToken);
     return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  /** Signs out: the session behind the cookie ends for good, here and in every process that shares the database. */
+  async endSession(sessionId: string): Promise<void> {
+    await deleteSession(this.#deps.db, hash(sessionId));
   }
 
   /** Ends a person's links and sessions (in the transaction that removes the user). */

@@ -32,6 +32,11 @@ export class ConsoleSessionCache {
     return entry && nowMs - entry.atMs < this.#ttlMs && nowMs >= entry.atMs ? entry.session : undefined;
   }
 
+  /** Forgets a session that ended here (a sign-out): this process stops honouring it at once. */
+  forget(sessionId: string): void {
+    this.#entries.delete(keyOf(sessionId));
+  }
+
   async session(sessionId: string | undefined): Promise<ConsoleSession | undefined> {
     if (!sessionId) return undefined;
     const fresh = this.peek(sessionId);

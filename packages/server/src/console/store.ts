@@ -53,6 +53,11 @@ export async function findSession(db: Db<ConsoleTables>, idHash: string, now: Da
   return db.selectFrom('console_sessions').selectAll().where('id_hash', '=', idHash).where('expires_at', '>', now).executeTakeFirst();
 }
 
+/** Ends one session (its person signed out). */
+export async function deleteSession(db: Db<ConsoleTables>, idHash: string): Promise<void> {
+  await db.deleteFrom('console_sessions').where('id_hash', '=', idHash).execute();
+}
+
 /** Ends every link and session of one person, one customer or one partner. */
 export async function revokeConsoleAccess(
   trx: Db<ConsoleTables>,

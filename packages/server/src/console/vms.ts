@@ -7,7 +7,7 @@ import type { Db } from '../infra/db/handle.ts';
 import { modeNowMs } from '../infra/mode.ts';
 import type { PartnerCache } from '../partners/partner-cache.ts';
 import { DNS_LABEL } from '../platform/names.ts';
-import type { Platform, PlatformContext, PlatformVm } from '../platform/platform.ts';
+import type { HeldResources, Platform, PlatformContext, PlatformVm, VmChange } from '../platform/platform.ts';
 import type { ConsoleSession } from './service.ts';
 import type { ConsoleTables } from './tables.ts';
 
@@ -19,6 +19,8 @@ export interface VmView {
   name: string;
   /** The project it lives in; null for a VM the platform reports outside any project (a test helper's). */
   project: string | null;
+  /** Its namespace: the project's, when it is one of the customer's projects (then it can be stopped, started, deleted). */
+  namespace: string | null;
   os_name: string | null;
   vcpu: number | null;
   memory_gib: number | null;
@@ -32,6 +34,8 @@ export interface VmView {
 export type VmRequest = Record<'project' | 'name' | 'os' | 'vcpu' | 'memory_gib' | 'storage_gib', string>;
 export type FormField = keyof VmRequest | 'form';
 export type FormErrors = Partial<Record<FormField, string>>;
+/** What a VM's row offers. */
+export type VmAction = 'stop' | 'start' | 'delete';
 
 export interface ConsoleVmDeps {
   db: VmsDb;
@@ -66,6 +70,7 @@ export class ConsoleVmService {
       return {
         name: slash > 0 ? full.slice(slash + 1) : full,
         project: namespace ? (projects.get(namespace) ?? namespace) : null,
+        namespace,
         os_name: record?.os_name ?? null,
         vcpu: record?.vcpu ?? null,
         memory_gib: record?.memory_gib ?? null,
@@ -147,6 +152,7 @@ export class ConsoleVmService {
       vm: {
         name: request.name,
         project: project.name,
+        namespace: project.namespace,
         os_name: image.OS_NAME,
         vcpu: size.vcpu,
         memory_gib: size.memoryGib,
@@ -156,6 +162,50 @@ export class ConsoleVmService {
         created_at: now,
       },
     };
+  }
+
+  /** What the customer's workloads hold against its quota now, as a creation counts it (the quota card, the form's free room). */
+  async held(session: ConsoleSession): Promise<HeldResources> {
+    return this.#deps.platform.heldResources(await this.#context(session), organizationRef(session.customer));
+  }
+
+  /**
+   * Stops, starts or deletes one of the customer's VMs (the buttons of its row). A deleted VM's record goes
+   * too. What the person is told when it cannot be done, with the page's status.
+   */
+  async change(
+    session: ConsoleSession,
+    projectName: string,
+    name: string,
+    change: VmAction,
+  ): Promise<{ state: 'done' } | { state: 'refused'; status: 404 | 409; message: string }> {
+    const project = session.projects.find((p) => p.name === projectName);
+    if (!project || !new RegExp(DNS_LABEL).test(name)) {
+      return { state: 'refused', status: 404, message: `There is no VM ${name} in project ${projectName}.` };
+    }
+    const { platform, db } = this.#deps;
+    const ctx = await this.#context(session);
+    const vm = { ...organizationRef(session.customer), namespace: project.namespace, name };
+    const outcome: VmChange =
+      change === 'stop'
+        ? await platform.stopVm(ctx, vm)
+        : change === 'start'
+          ? await platform.startVm(ctx, vm)
+          : await platform.deleteVm(ctx, vm);
+    if (outcome.state === 'refused') {
+      if (outcome.code === 'NOT_FOUND')
+        return { state: 'refused', status: 404, message: `There is no VM ${name} in project ${project.name}: it may have been deleted.` };
+      return { state: 'refused', status: 409, message: `The platform refused to ${change} ${name}: ${outcome.message}` };
+    }
+    if (change === 'delete') {
+      await db
+        .deleteFrom('console_vms')
+        .where('customer_uid', '=', session.customer.uid)
+        .where('namespace', '=', project.namespace)
+        .where('name', '=', name)
+        .execute();
+    }
+    return { state: 'done' };
   }
 
   /** Forgets the records of VMs whose customer is gone (its VMs were removed before it could be deleted). */

@@ -36,6 +36,19 @@ export interface ConformanceHarness {
   close(): Promise<void>;
 }
 
+/** The image the suite's VMs boot. */
+const IMAGE = {
+  osName: 'Ubuntu 24.04 LTS',
+  url: 'https://images.example/ubuntu-24.04.img',
+  cloudUser: 'ubuntu',
+  firmware: 'bios' as const,
+  machineType: 'q35',
+  features: ['acpi'],
+  cloudInit: '#cloud-config\n',
+  bootOrder: ['disk'],
+  additionalDisks: null,
+};
+
 /** Runs every conformance test against the harness `open` builds (once for the suite). */
 export function platformConformance(name: string, open: () => Promise<ConformanceHarness>): void {
   describe(`platform conformance: ${name}`, () => {
@@ -201,17 +214,7 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
 
     test('a VM from an image: made once (a repeat is done), another of its name refused, listed, and refused past the quota', async () => {
       const { org, project } = await readyOrganization();
-      const image = {
-        osName: 'Ubuntu 24.04 LTS',
-        url: 'https://images.example/ubuntu-24.04.img',
-        cloudUser: 'ubuntu',
-        firmware: 'bios' as const,
-        machineType: 'q35',
-        features: ['acpi'],
-        cloudInit: '#cloud-config\n',
-        bootOrder: ['disk'],
-        additionalDisks: null,
-      };
+      const image = IMAGE;
       const quota = { customer: { vcpu: 4, memory_gib: 8, storage_gib: 100 }, project: { vcpu: 3 } };
       const vm = { ...org, namespace: project.namespace, name: 'web-1', vcpu: 2, memoryGib: 4, storageGib: 20, image, quota };
       assert.deepEqual(await h.platform.createVm(ctx(), vm), { state: 'done' });
@@ -226,6 +229,52 @@ export function platformConformance(name: string, open: () => Promise<Conformanc
       assert.deepEqual(fits, { state: 'done' }, 'what fits is made');
       const overQuota = await h.platform.createVm(ctx(), { ...vm, name: 'web-4', vcpu: 1, memoryGib: 1, storageGib: 70 });
       assert.equal(overQuota.state === 'refused' && overQuota.code, 'QUOTA_EXCEEDED', "40 + 70 GiB is past the customer's 100");
+    });
+
+    test('a VM stopped, started and deleted by its customer: a resume leaves a stopped VM stopped; the quota counts what exists', async () => {
+      const { org, project } = await readyOrganization();
+      const quota = { customer: { vcpu: 8, memory_gib: 16, storage_gib: 100 }, project: {} };
+      const vm = { ...org, namespace: project.namespace, name: 'app-1', vcpu: 2, memoryGib: 4, storageGib: 20, image: IMAGE, quota };
+      assert.deepEqual(await h.platform.createVm(ctx(), vm), { state: 'done' });
+      assert.deepEqual(await h.platform.createVm(ctx(), { ...vm, name: 'app-2', vcpu: 1, memoryGib: 2, storageGib: 10 }), {
+        state: 'done',
+      });
+      const ref = { ...org, namespace: project.namespace, name: 'app-1' };
+      const full = `${project.namespace}/app-1`;
+      const held = { vcpu: 3, memory_gib: 6, storage_gib: 30 };
+      assert.deepEqual(await h.platform.heldResources(ctx(), org), { customer: held, namespaces: { [project.namespace]: held } });
+
+      assert.deepEqual(await h.platform.stopVm(ctx(), ref), { state: 'done' });
+      assert.deepEqual(await h.platform.stopVm(ctx(), ref), { state: 'done' }, 'a repeated stop is done');
+      let listed = await h.platform.listWorkloads(ctx(), org);
+      assert.deepEqual(listed.halted, [full], 'the stopped VM is listed, halted');
+      assert.equal(workloadsRunning(listed), 1, 'the other VM still runs');
+      assert.deepEqual((await h.platform.heldResources(ctx(), org)).customer, held, 'a stopped VM keeps its place in the quota');
+
+      // A suspension and a resume: what the customer stopped stays stopped.
+      assert.equal(workloadsRunning(await h.platform.stopWorkloads(ctx(), org)), 0);
+      listed = await h.platform.startWorkloads(ctx(), org);
+      assert.deepEqual(listed.halted, [full], 'the resume leaves the stopped VM stopped');
+      assert.equal(workloadsRunning(listed), 1);
+
+      assert.deepEqual(await h.platform.startVm(ctx(), ref), { state: 'done' });
+      assert.deepEqual(await h.platform.startVm(ctx(), ref), { state: 'done' }, 'a repeated start is done');
+      assert.equal(workloadsRunning(await h.platform.listWorkloads(ctx(), org)), 2);
+
+      for (const change of ['stopVm', 'startVm'] as const) {
+        const missing = await h.platform[change](ctx(), { ...ref, name: 'no-such-vm' });
+        assert.equal(missing.state === 'refused' && missing.code, 'NOT_FOUND', `${change} of a VM that does not exist`);
+      }
+      const elsewhere = await h.platform.stopVm(ctx(), { ...ref, namespace: 'someone-else-default' });
+      assert.equal(elsewhere.state === 'refused' && elsewhere.code, 'NOT_FOUND', "a namespace of none of the customer's projects");
+
+      assert.deepEqual(await h.platform.deleteVm(ctx(), ref), { state: 'done' });
+      assert.deepEqual(await h.platform.deleteVm(ctx(), ref), { state: 'done' }, 'deleting a VM that is gone is done');
+      await h.wait(h.now());
+      assert.deepEqual((await h.platform.listWorkloads(ctx(), org)).vms, [`${project.namespace}/app-2`]);
+      const after = { vcpu: 1, memory_gib: 2, storage_gib: 10 };
+      assert.deepEqual((await h.platform.heldResources(ctx(), org)).customer, after, 'its quota is free again');
+      assert.deepEqual(await h.platform.createVm(ctx(), vm), { state: 'done' }, 'its name is free again');
     });
 
     test('usage: nothing for an organization without workloads; resource-hours while they run, bounded by the window and by deletion', async () => {

@@ -69,6 +69,23 @@ export interface Platform {
    * PlatformUnavailableError when the platform cannot answer now.
    */
   createVm(ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation>;
+  /**
+   * Stops one of the customer's VMs (the console's Stop): it stays, with its disk and its place in the
+   * quota, and runs no more; a resume after a suspension leaves it stopped. Stopping a stopped VM is
+   * `done`; a VM the customer does not have is `refused` with `NOT_FOUND`. Throws
+   * PlatformUnavailableError when the platform cannot answer now, as do `startVm` and `deleteVm`.
+   */
+  stopVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange>;
+  /** Starts a stopped VM (the console's Start); starting a running VM is `done`, a VM the customer does not have `NOT_FOUND`. */
+  startVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange>;
+  /** Deletes a VM with its disk (the console's Delete): it leaves the workloads and the quota at once; `done` when it is gone already. */
+  deleteVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange>;
+  /**
+   * What the customer's workloads hold against its quota now, counted as `createVm` counts them: in all,
+   * and per project namespace (the project's cap). A stopped VM still holds its place. Throws
+   * PlatformUnavailableError when the platform cannot answer now.
+   */
+  heldResources(ctx: PlatformContext, org: OrganizationRef): Promise<HeldResources>;
 
   /** GPUs the customer's running workloads hold, per profile; undefined when the platform cannot tell now. */
   gpuUsage(ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined>;
@@ -195,6 +212,20 @@ export interface PlatformVm extends OrganizationRef {
 export type VmCreation =
   | { state: 'done' }
   | { state: 'refused'; code: 'ALREADY_EXISTS' | 'QUOTA_EXCEEDED' | `UPSTREAM_${number}`; message: string };
+
+/** One VM of a customer: `namespace` is one of its projects' namespaces. */
+export interface VmRef extends OrganizationRef {
+  namespace: string;
+  name: string;
+}
+
+export type VmChange = { state: 'done' } | { state: 'refused'; code: 'NOT_FOUND' | `UPSTREAM_${number}`; message: string };
+
+export interface HeldResources {
+  customer: VmResources;
+  /** By project namespace; a namespace holding nothing may be absent. */
+  namespaces: Record<string, VmResources>;
+}
 
 export interface VmResources {
   vcpu: number;

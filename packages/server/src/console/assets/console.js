@@ -1,10 +1,15 @@
 // The console's VM form. Served as a file: the pages' Content-Security-Policy allows no inline script.
 // It fills the OS dropdown from the os-images endpoint of the chosen project, fills vCPU, memory and
-// storage from the chosen image's minimums, and refuses smaller values before the form is sent (the
-// server checks them again).
+// storage from the chosen image's minimums, and refuses smaller values, and values past what the quota
+// has free, before the form is sent (the server checks them again). A VM's Delete asks first.
 
 const form = document.getElementById('vm-form');
 if (form) setUp(form);
+for (const guarded of document.querySelectorAll('form[data-confirm]')) {
+  guarded.addEventListener('submit', (event) => {
+    if (!window.confirm(guarded.dataset.confirm)) event.preventDefault();
+  });
+}
 
 function setUp(form) {
   const fields = form.elements;
@@ -12,9 +17,9 @@ function setUp(form) {
   const details = document.getElementById('os-details');
   const defaults = JSON.parse(form.dataset.defaults || '{}');
   const sizes = [
-    { input: fields.vcpu, key: 'vcpu', unit: 'vCPU' },
-    { input: fields.memory_gib, key: 'memoryGib', unit: 'GiB of memory' },
-    { input: fields.storage_gib, key: 'storageGib', unit: 'GiB of storage' },
+    { input: fields.vcpu, key: 'vcpu', field: 'vcpu', unit: 'vCPU' },
+    { input: fields.memory_gib, key: 'memoryGib', field: 'memory_gib', unit: 'GiB of memory' },
+    { input: fields.storage_gib, key: 'storageGib', field: 'storage_gib', unit: 'GiB of storage' },
   ];
   let images = [];
   let wanted = form.dataset.selectedOs || '';
@@ -23,6 +28,19 @@ function setUp(form) {
 
   function namespace() {
     return fields.project.selectedOptions[0]?.dataset.namespace ?? '';
+  }
+
+  // What the quota has free for a VM in the chosen project, as the page computed it.
+  function free() {
+    return JSON.parse(fields.project.selectedOptions[0]?.dataset.free || '{}');
+  }
+
+  function showFree() {
+    const room = free();
+    const line = document.getElementById('free-room');
+    if (line && room.vcpu !== undefined)
+      line.textContent = `Free in your quota for this project: ${room.vcpu} vCPU · ${room.memory_gib} GiB memory · ${room.storage_gib} GiB storage.`;
+    for (const { input } of sizes) check(input);
   }
 
   async function load() {
@@ -84,7 +102,14 @@ function setUp(form) {
     const image = chosen();
     const value = Number(input.value);
     const min = Number(input.min || '1');
-    input.setCustomValidity(image && input.value !== '' && value < min ? `${image.OS_NAME} needs at least ${min} ${size.unit}.` : '');
+    const room = free()[size.field];
+    input.setCustomValidity(
+      image && input.value !== '' && value < min
+        ? `${image.OS_NAME} needs at least ${min} ${size.unit}.`
+        : room !== undefined && input.value !== '' && value > room
+          ? `Your quota has ${room} ${size.unit} free for this project.`
+          : '',
+    );
   }
 
   function describe(image) {
@@ -115,7 +140,10 @@ function setUp(form) {
     details.hidden = false;
   }
 
-  fields.project.addEventListener('change', () => load());
+  fields.project.addEventListener('change', () => {
+    showFree();
+    load();
+  });
   fields.os.addEventListener('change', () => choose());
   for (const { input } of sizes) input.addEventListener('input', () => check(input));
   form.addEventListener('submit', (event) => {

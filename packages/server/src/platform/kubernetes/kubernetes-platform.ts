@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type {
   AddressRange,
   ConsoleLoginGrant,
+  HeldResources,
   OrganizationRef,
   OrganizationSpec,
   Platform,
@@ -16,7 +17,9 @@ import type {
   UsageTotals,
   UserRef,
   UserSpec,
+  VmChange,
   VmCreation,
+  VmRef,
   Workloads,
 } from '../platform.ts';
 import type { KubernetesPlatformConfig } from './config.ts';
@@ -27,6 +30,7 @@ import { KubeClient } from './kube.ts';
 import * as organizations from './organizations.ts';
 import * as projects from './projects.ts';
 import { usage } from './usage.ts';
+import * as vmChanges from './vm-changes.ts';
 import * as vms from './vms.ts';
 import * as workloads from './workloads.ts';
 
@@ -97,6 +101,22 @@ export class KubernetesPlatform implements Platform {
 
   createVm(ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation> {
     return vms.createVm(this.#d, ctx, vm);
+  }
+
+  stopVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange> {
+    return vmChanges.setVmRunning(this.#d, ctx, vm, false);
+  }
+
+  startVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange> {
+    return vmChanges.setVmRunning(this.#d, ctx, vm, true);
+  }
+
+  deleteVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange> {
+    return vmChanges.deleteVm(this.#d, ctx, vm);
+  }
+
+  heldResources(ctx: PlatformContext, org: OrganizationRef): Promise<HeldResources> {
+    return vmChanges.heldResources(this.#d, ctx, org);
   }
 
   prepareConsoleLogin(ctx: PlatformContext, user: UserRef): Promise<ConsoleLoginGrant> {

@@ -4,7 +4,8 @@ import type { PlatformContext, PlatformVm, VmCreation, VmResources } from '../pl
 import { type Driver, isDeleting, ownedBy, ownerLabels } from './driver.ts';
 import { KINDS, type KubeObject, kubeMessage, kubeStatus } from './kube.ts';
 import { orUnavailable } from './progress.ts';
-import { gibibytes, limitRangeProblem } from './resources.ts';
+import { limitRangeProblem } from './resources.ts';
+import { heldByOrganization } from './vm-changes.ts';
 
 /** On a VM Tenantry made: a digest of what was asked (a repeat of the same request is done, another is a conflict). */
 const REQUEST = 'tenantry.io/vm-request';
@@ -195,23 +196,9 @@ function rootDisk(d: Driver, vm: PlatformVm, owner: KubeObject): KubeObject {
 
 /** Why the VM does not fit the customer's quota or its project's cap (counting the VMs there and their disks), or undefined. */
 async function overQuota(d: Driver, vm: PlatformVm): Promise<string | undefined> {
-  const customer: VmResources = { vcpu: 0, memory_gib: 0, storage_gib: 0 };
-  const project: VmResources = { vcpu: 0, memory_gib: 0, storage_gib: 0 };
-  for (const projectObject of await d.kube.list(KINDS.project, vm.organization)) {
-    const namespace = String(projectObject.status?.namespace ?? `${vm.organization}-${projectObject.metadata.name}`);
-    const disks = await d.kube.list(KINDS.dataVolume, namespace);
-    const add = (key: keyof VmResources, amount: number) => {
-      customer[key] += amount;
-      if (namespace === vm.namespace) project[key] += amount;
-    };
-    for (const existing of await d.kube.list(KINDS.vm, namespace)) {
-      if (isDeleting(existing)) continue;
-      const size = sizeOf(existing);
-      add('vcpu', size.vcpu);
-      add('memory_gib', size.memory_gib);
-    }
-    for (const disk of disks) if (!isDeleting(disk)) add('storage_gib', diskGib(disk));
-  }
+  const held = await heldByOrganization(d, vm.organization);
+  const customer = held.customer;
+  const project = held.namespaces[vm.namespace] ?? { vcpu: 0, memory_gib: 0, storage_gib: 0 };
   const asked: VmResources = { vcpu: vm.vcpu, memory_gib: vm.memoryGib, storage_gib: vm.storageGib };
   const units = { vcpu: 'vCPU', memory_gib: 'GiB of memory', storage_gib: 'GiB of storage' } as const;
   for (const key of ['vcpu', 'memory_gib', 'storage_gib'] as const) {
@@ -223,20 +210,4 @@ async function overQuota(d: Driver, vm: PlatformVm): Promise<string | undefined>
       return `The VM needs ${asked[key]} ${units[key]}; the project's cap has ${Math.max(0, cap - project[key])} of ${cap} free.`;
   }
   return undefined;
-}
-
-/** What a VM holds of CPU and memory: its cores and guest memory (a VM without them counts 1 vCPU, 1 GiB). */
-function sizeOf(vm: KubeObject): Pick<VmResources, 'vcpu' | 'memory_gib'> {
-  const spec = (vm.spec ?? {}) as { template?: { spec?: { domain?: { cpu?: { cores?: number }; memory?: { guest?: string } } } } };
-  const domain = spec.template?.spec?.domain ?? {};
-  return { vcpu: domain.cpu?.cores ?? 1, memory_gib: gibibytes(domain.memory?.guest ?? '1Gi') };
-}
-
-/** A DataVolume's size, as `pvc` or `storage` asks it. */
-function diskGib(disk: KubeObject): number {
-  const spec = (disk.spec ?? {}) as {
-    pvc?: { resources?: { requests?: { storage?: string } } };
-    storage?: { resources?: { requests?: { storage?: string } } };
-  };
-  return gibibytes(spec.pvc?.resources?.requests?.storage ?? spec.storage?.resources?.requests?.storage ?? '0');
 }

@@ -103,4 +103,10 @@ export const sandboxMigrations: Record<string, Migration> = {
       await sql`create unique index sandbox_address_ranges_namespace on sandbox_address_ranges (partner_id, mode, namespace)`.execute(db);
     },
   },
+  '0050_sandbox_vms_halted': {
+    async up(db: Kysely<unknown>) {
+      // VMs the customer stopped itself (the console's Stop): they stay, and do not run while the others do.
+      await sql`alter table sandbox_workloads add column halted text[] not null default '{}'`.execute(db);
+    },
+  },
 };

@@ -4,6 +4,7 @@ import type {
   ConsoleLoginGrant,
   CustomerProgress,
   CustomerSpec,
+  HeldResources,
   OrganizationRef,
   OrganizationSpec,
   Platform,
@@ -17,7 +18,9 @@ import type {
   UsageTotals,
   UserRef,
   UserSpec,
+  VmChange,
   VmCreation,
+  VmRef,
   Workloads,
 } from '../platform.ts';
 import * as identity from './identity.ts';
@@ -143,6 +146,22 @@ export class SandboxPlatform implements Platform {
 
   createVm(ctx: PlatformContext, vm: PlatformVm): Promise<VmCreation> {
     return workloads.createVm(this.#s, ctx, vm);
+  }
+
+  stopVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange> {
+    return workloads.changeVm(this.#s, ctx, vm, 'stop');
+  }
+
+  startVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange> {
+    return workloads.changeVm(this.#s, ctx, vm, 'start');
+  }
+
+  deleteVm(ctx: PlatformContext, vm: VmRef): Promise<VmChange> {
+    return workloads.changeVm(this.#s, ctx, vm, 'delete');
+  }
+
+  heldResources(ctx: PlatformContext, org: OrganizationRef): Promise<HeldResources> {
+    return workloads.heldResources(this.#s, ctx, org);
   }
 
   gpuUsage(ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined> {

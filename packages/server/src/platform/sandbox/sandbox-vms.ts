@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import type { PlatformContext, PlatformVm, VmCreation, VmResources, Workloads } from '../platform.ts';
+import type { HeldResources, PlatformContext, PlatformVm, VmChange, VmCreation, VmRef, VmResources, Workloads } from '../platform.ts';
 import type { SandboxScope, SandboxTables } from './tables.ts';
 
 type Db = Kysely<SandboxTables>;
@@ -80,23 +80,53 @@ export async function createSandboxVm(
   });
 }
 
-/** What the customer's workloads hold while they run: VMs at their own size (VM_SIZE when unknown), databases. */
-async function workloadSizes(db: Db, scope: SandboxScope, organization: string, workloads: Workloads): Promise<Map<string, VmResources>> {
+/** Each VM's size (VM_SIZE when it was not made with one). */
+async function vmSizes(db: Db, scope: SandboxScope, organization: string, vms: string[]): Promise<Map<string, VmResources>> {
   const sizes = new Map<string, VmResources>();
-  if (workloads.vms.length === 0) return sizes;
+  if (vms.length === 0) return sizes;
   const rows = await db
     .selectFrom('sandbox_vms')
     .select(['name', 'vcpu', 'memory_gib', 'storage_gib'])
     .where('platform_scope', '=', scope)
     .where('organization', '=', organization)
-    .where('name', 'in', workloads.vms)
+    .where('name', 'in', vms)
     .execute();
   for (const row of rows) sizes.set(row.name, { vcpu: row.vcpu, memory_gib: row.memory_gib, storage_gib: row.storage_gib });
+  for (const name of vms) if (!sizes.has(name)) sizes.set(name, VM_SIZE);
   return sizes;
 }
 
-export async function heldBy(db: Db, scope: SandboxScope, organization: string, workloads: Workloads): Promise<VmResources> {
-  const sizes = await workloadSizes(db, scope, organization, workloads);
+const add = (into: VmResources, size: VmResources) => {
+  into.vcpu += size.vcpu;
+  into.memory_gib += size.memory_gib;
+  into.storage_gib += size.storage_gib;
+};
+
+/** What the workloads hold against the quota: every VM, a stopped one too, and every database; in all and per namespace. */
+export async function heldResourcesOf(db: Db, scope: SandboxScope, organization: string, workloads: Workloads): Promise<HeldResources> {
+  const sizes = await vmSizes(db, scope, organization, workloads.vms);
+  const customer = {
+    vcpu: workloads.databases.length * DATABASE_SIZE.vcpu,
+    memory_gib: workloads.databases.length * DATABASE_SIZE.memory_gib,
+    storage_gib: workloads.databases.length * DATABASE_SIZE.storage_gib,
+  };
+  const namespaces: Record<string, VmResources> = {};
+  for (const name of workloads.vms) {
+    const size = sizes.get(name) ?? VM_SIZE;
+    add(customer, size);
+    const slash = name.indexOf('/');
+    if (slash < 0) continue;
+    const namespace = name.slice(0, slash);
+    namespaces[namespace] = namespaces[namespace] ?? { vcpu: 0, memory_gib: 0, storage_gib: 0 };
+    add(namespaces[namespace], size);
+  }
+  return { customer, namespaces };
+}
+
+/** What accrues usage while the workloads run: each running VM at its size, a stopped one its disk only, and the databases. */
+export async function usageHeld(db: Db, scope: SandboxScope, organization: string, workloads: Workloads): Promise<VmResources> {
+  const sizes = await vmSizes(db, scope, organization, workloads.vms);
+  const halted = new Set(workloads.halted ?? []);
   const held = {
     vcpu: workloads.databases.length * DATABASE_SIZE.vcpu,
     memory_gib: workloads.databases.length * DATABASE_SIZE.memory_gib,
@@ -104,9 +134,7 @@ export async function heldBy(db: Db, scope: SandboxScope, organization: string, 
   };
   for (const name of workloads.vms) {
     const size = sizes.get(name) ?? VM_SIZE;
-    held.vcpu += size.vcpu;
-    held.memory_gib += size.memory_gib;
-    held.storage_gib += size.storage_gib;
+    add(held, halted.has(name) ? { vcpu: 0, memory_gib: 0, storage_gib: size.storage_gib } : size);
   }
   return held;
 }
@@ -119,15 +147,9 @@ async function overQuota(
   workloads: Workloads,
   size: VmResources,
 ): Promise<string | undefined> {
-  const sizes = await workloadSizes(db, scope, vm.organization, workloads);
-  const customer = await heldBy(db, scope, vm.organization, workloads);
-  const project = { vcpu: 0, memory_gib: 0, storage_gib: 0 };
-  for (const name of workloads.vms.filter((n) => n.startsWith(`${vm.namespace}/`))) {
-    const s = sizes.get(name) ?? VM_SIZE;
-    project.vcpu += s.vcpu;
-    project.memory_gib += s.memory_gib;
-    project.storage_gib += s.storage_gib;
-  }
+  const held = await heldResourcesOf(db, scope, vm.organization, workloads);
+  const customer = held.customer;
+  const project = held.namespaces[vm.namespace] ?? { vcpu: 0, memory_gib: 0, storage_gib: 0 };
   const units = { vcpu: 'vCPU', memory_gib: 'GiB of memory', storage_gib: 'GiB of storage' } as const;
   for (const key of ['vcpu', 'memory_gib', 'storage_gib'] as const) {
     const free = vm.quota.customer[key] - customer[key];
@@ -139,6 +161,49 @@ async function overQuota(
     }
   }
   return undefined;
+}
+
+/**
+ * Stops, starts or deletes one VM, under the same per-organization lock as a creation: a stopped VM is
+ * kept in `sandbox_workloads.halted` (it holds its quota and its disk, and runs no more; a resume leaves it
+ * stopped), a deleted one leaves the workloads and `sandbox_vms`. Usage follows at once.
+ */
+export async function changeSandboxVm(
+  db: Db,
+  scope: SandboxScope,
+  vm: VmRef,
+  change: 'stop' | 'start' | 'delete',
+  workloadsOf: (trx: Db) => Promise<Workloads>,
+  accrue: (trx: Db, workloads: Workloads) => Promise<void>,
+): Promise<VmChange> {
+  return db.transaction().execute(async (trx): Promise<VmChange> => {
+    const name = `${vm.namespace}/${vm.name}`;
+    await sql`select pg_advisory_xact_lock(hashtext(${`sandbox-vms:${scope}:${vm.organization}`}))`.execute(trx);
+    const before = await workloadsOf(trx);
+    if (!before.vms.includes(name)) {
+      if (change === 'delete') return { state: 'done' };
+      return { state: 'refused', code: 'NOT_FOUND', message: `There is no VM ${vm.name} in ${vm.namespace}.` };
+    }
+    const halted = new Set(before.halted ?? []);
+    if ((change === 'stop' && halted.has(name)) || (change === 'start' && !halted.has(name))) return { state: 'done' };
+    if (change === 'stop') halted.add(name);
+    else halted.delete(name);
+    await trx
+      .updateTable('sandbox_workloads')
+      .set({ halted: [...halted], ...(change === 'delete' ? { vms: before.vms.filter((n) => n !== name) } : {}) })
+      .where('platform_scope', '=', scope)
+      .where('organization', '=', vm.organization)
+      .execute();
+    if (change === 'delete')
+      await trx
+        .deleteFrom('sandbox_vms')
+        .where('platform_scope', '=', scope)
+        .where('organization', '=', vm.organization)
+        .where('name', '=', name)
+        .execute();
+    await accrue(trx, await workloadsOf(trx));
+    return { state: 'done' };
+  });
 }
 
 /** JSON with keys sorted: jsonb gives objects back in its own key order. */

@@ -36,6 +36,8 @@ export interface SandboxWorkloadsTable {
   databases: string[];
   gpus: unknown;
   running: boolean;
+  /** Those of `vms` the customer stopped: they do not run, and a resume leaves them stopped. */
+  halted: ColumnType<string[], string[] | undefined, string[]>;
 }
 
 export interface SandboxUsageTable {

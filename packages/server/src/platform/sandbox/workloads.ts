@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
-import type { OrganizationRef, PlatformContext, PlatformVm, VmCreation, Workloads } from '../platform.ts';
-import { createSandboxVm, heldBy } from './sandbox-vms.ts';
+import type { HeldResources, OrganizationRef, PlatformContext, PlatformVm, VmChange, VmCreation, VmRef, Workloads } from '../platform.ts';
+import { changeSandboxVm, createSandboxVm, heldResourcesOf, usageHeld } from './sandbox-vms.ts';
 import { latency, type Sandbox, scopeOf, takeFailure } from './state.ts';
 import type { SandboxTables, SandboxWorkloadsTable } from './tables.ts';
 
@@ -21,7 +21,13 @@ export async function startWorkloads(s: Sandbox, ctx: PlatformContext, org: Orga
 
 /** Sandbox only (test helper): replaces the customer's live workloads. */
 export async function setWorkloads(s: Sandbox, ctx: PlatformContext, org: OrganizationRef, workloads: Workloads): Promise<Workloads> {
-  const values = { vms: workloads.vms, databases: workloads.databases, gpus: JSON.stringify(workloads.gpus), running: workloads.running };
+  const values = {
+    vms: workloads.vms,
+    databases: workloads.databases,
+    gpus: JSON.stringify(workloads.gpus),
+    running: workloads.running,
+    halted: workloads.halted ?? [],
+  };
   await s.db.transaction().execute(async (trx) => {
     await trx
       .insertInto('sandbox_workloads')
@@ -45,6 +51,24 @@ export async function createVm(s: Sandbox, ctx: PlatformContext, vm: PlatformVm)
   );
 }
 
+/** Stops, starts or deletes one of the organization's VMs (the console's buttons). */
+export async function changeVm(s: Sandbox, ctx: PlatformContext, vm: VmRef, change: 'stop' | 'start' | 'delete'): Promise<VmChange> {
+  await latency(s, ctx);
+  return changeSandboxVm(
+    s.db,
+    scopeOf(ctx),
+    vm,
+    change,
+    (trx) => readWorkloads(trx, ctx, vm.organization),
+    (trx, workloads) => accrue(trx, ctx, vm.organization, workloads),
+  );
+}
+
+export async function heldResources(s: Sandbox, ctx: PlatformContext, org: OrganizationRef): Promise<HeldResources> {
+  await latency(s, ctx);
+  return heldResourcesOf(s.db, scopeOf(ctx), org.organization, await readWorkloads(s.db, ctx, org.organization));
+}
+
 export async function gpuUsage(s: Sandbox, ctx: PlatformContext, org: OrganizationRef): Promise<Record<string, number> | undefined> {
   await latency(s, ctx);
   // Test mode can make the check fail (CONTRACT §5, failures of type gpu_usage).
@@ -63,7 +87,7 @@ async function setRunning(s: Sandbox, ctx: PlatformContext, organization: string
       update sandbox_workloads set running = ${running}
       where platform_scope = ${scope} and organization = ${organization}
         and (not ${running}::boolean or (cardinality(vms) = 0 and cardinality(databases) = 0 and gpus = '{}'::jsonb))
-      returning vms, databases, gpus, running),
+      returning vms, databases, gpus, running, halted),
     quiet as (
       select exists (select 1 from changed)
         or not exists (select 1 from sandbox_workloads where platform_scope = ${scope} and organization = ${organization}) as yes),
@@ -90,19 +114,26 @@ async function setRunning(s: Sandbox, ctx: PlatformContext, organization: string
 async function readWorkloads(db: Kysely<SandboxTables>, ctx: PlatformContext, organization: string): Promise<Workloads> {
   const row = await db
     .selectFrom('sandbox_workloads')
-    .select(['vms', 'databases', 'gpus', 'running'])
+    .select(['vms', 'databases', 'gpus', 'running', 'halted'])
     .where('platform_scope', '=', scopeOf(ctx))
     .where('organization', '=', organization)
     .executeTakeFirst();
   return toWorkloads(row);
 }
 
-type WorkloadsRow = Pick<SandboxWorkloadsTable, 'vms' | 'databases' | 'gpus' | 'running'>;
+type WorkloadsRow = Pick<SandboxWorkloadsTable, 'vms' | 'databases' | 'gpus' | 'running'> & { halted: string[] };
 
 /** An organization's workloads from its row (none recorded: nothing, and running). */
 function toWorkloads(row: WorkloadsRow | undefined): Workloads {
   if (!row) return { vms: [], databases: [], gpus: {}, running: true };
-  return { vms: row.vms, databases: row.databases, gpus: row.gpus as Record<string, number>, running: row.running };
+  const halted = row.halted.filter((name) => row.vms.includes(name));
+  return {
+    vms: row.vms,
+    databases: row.databases,
+    gpus: row.gpus as Record<string, number>,
+    running: row.running,
+    ...(halted.length > 0 ? { halted } : {}),
+  };
 }
 
 /**
@@ -120,9 +151,9 @@ export async function accrue(db: Kysely<SandboxTables>, ctx: PlatformContext, or
     .execute();
   if (!workloads.running) return;
   const { gpus } = workloads;
-  // Each VM at its own size (VM_SIZE when it was not made with one), DATABASE_SIZE per database.
-  const held = await heldBy(db, scope, organization, workloads);
-  if (held.vcpu === 0 && Object.values(gpus).every((n) => n === 0)) return;
+  // Each VM at its own size (VM_SIZE when it was not made with one; a stopped one its disk), DATABASE_SIZE per database.
+  const held = await usageHeld(db, scope, organization, workloads);
+  if (held.vcpu === 0 && held.storage_gib === 0 && Object.values(gpus).every((n) => n === 0)) return;
   await db
     .insertInto('sandbox_usage')
     .values({ platform_scope: scope, organization, started_at: ctx.now, ended_at: null, ...held, gpus: JSON.stringify(gpus) })
