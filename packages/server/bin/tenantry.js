@@ -66,9 +66,12 @@ if (major(process.versions.node) >= NEEDED) {
   // Started as `npm start` and the chart start the server (process-settings.js); the user's own
   // environment wins.
   const { NODE_FLAGS, MALLOC_ENV } = await import('./process-settings.js');
+  // Neither this process nor the CLI shows a secret flag's value in `ps` (process-title.js); the CLI
+  // knows from TENANTRY_LAUNCHER_PID that it has a parent that may be killed without passing a signal on.
+  (await import('./process-title.js')).hideSecretArguments(process.argv.slice(2));
   const child = spawn(node, [...NODE_FLAGS, fileURLToPath(import.meta.url), ...process.argv.slice(2)], {
     stdio: 'inherit',
-    env: { ...MALLOC_ENV, ...process.env },
+    env: { ...MALLOC_ENV, ...process.env, TENANTRY_LAUNCHER_PID: String(process.pid) },
   });
   // Signals sent to this process reach the CLI too (its handlers are idempotent: a terminal's Ctrl-C reaches both).
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));

@@ -116,6 +116,7 @@ if (target) {
         (line) => line !== undefined,
       );
       assert.equal(forwarded?.status, 204);
+      assert.match(String(forwarded?.forwarded_at), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, 'when it was forwarded');
     });
 
     test('trigger makes each documented kind of event, each forwarded and verified', async () => {

@@ -187,6 +187,9 @@ for (const target of testDatabases()) {
       assertError(await partnerApi(server, 'GET', '/auth/whoami'), 401, 'UNAUTHORIZED');
       assertError(await partnerApi(server, 'GET', '/auth/whoami', { headers: { authorization: 'Basic abc' } }), 401, 'UNAUTHORIZED');
       assertError(await partnerApi(server, 'GET', '/auth/whoami', { token: 'garbage' }), 401, 'UNAUTHORIZED');
+      // The API key itself where its access token goes: the answer says to exchange it first.
+      const keyAsToken = assertError(await partnerApi(server, 'GET', '/auth/whoami', { token: partner.key }), 401, 'UNAUTHORIZED');
+      assert.match(keyAsToken.message, /^This is an API key, not an access token: exchange it first \(POST \/api\/public\/v1\/auth\/token/);
       // Verified once (and kept in memory by its signature): another body under that signature is still refused.
       assert.equal((await partnerApi(server, 'GET', '/auth/whoami', { token: partner.token })).status, 200);
       const [body, signature] = partner.token.split('.');

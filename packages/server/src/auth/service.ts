@@ -23,6 +23,9 @@ export const TOKEN_ENDPOINT_POLICY = { perMinute: 30, burst: 10 } as const;
 /** One message for every credential failure, so a caller cannot tell which check failed. */
 const INVALID_KEY = 'The API key is invalid, expired, revoked or not allowed from this address.';
 const INVALID_TOKEN = 'The access token is invalid.';
+/** The 401 of a request that sends its API key where the access token goes: the step it skipped. */
+const API_KEY_AS_TOKEN =
+  'This is an API key, not an access token: exchange it first (POST /api/public/v1/auth/token with {"api_key": "<key>"}) and send the access_token it answers as "Authorization: Bearer <token>".';
 /** How far ahead of this process's clock another process's clock may be when it issues a token. */
 const ISSUE_CLOCK_SKEW_MS = 60_000;
 
@@ -159,6 +162,7 @@ export class AuthService {
   #claims(authorization: string | undefined): VerifiedClaims | string {
     const token = bearerToken(authorization);
     if (!token) return 'Send an access token as "Authorization: Bearer <token>".';
+    if (token.startsWith('tnt_live_') || token.startsWith('tnt_test_')) return API_KEY_AS_TOKEN;
     const claims = this.#deps.tokens.verify(token);
     if (!claims) return INVALID_TOKEN;
     const nowMs = this.#deps.clock.nowMs();

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { CliError, operatorClientFromEnv } from './operator-client.ts';
+import { flagError, wholeNumber } from './flag-hints.ts';
+import { CliError, type FlagHints, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRows } from './output.ts';
 
 /** CONTRACT §3: the plan catalogue, which plans a partner may assign, capacity pools and GPU profiles. */
@@ -30,10 +31,12 @@ export function registerCapacityCommands(program: Command): void {
           storage_gib: count('--storage-gib', flags.storageGib),
           gpus: gpus('--gpu', flags.gpu),
         };
-        const plan = await operatorClientFromEnv().request<PlanView>('PUT', `/plans/${encodeURIComponent(id)}`, {
-          display_name: flags.name,
-          quota,
-        });
+        const plan = await operatorClientFromEnv().request<PlanView>(
+          'PUT',
+          `/plans/${encodeURIComponent(id)}`,
+          { display_name: flags.name, quota },
+          { flags: PLAN_FLAGS },
+        );
         printRows(flags.json === true, plan, PLAN_COLUMNS, [planRow(plan)]);
       },
     );
@@ -89,7 +92,7 @@ export function registerCapacityCommands(program: Command): void {
       }
       printCapacity(
         flags.json === true,
-        await operatorClientFromEnv().request('PUT', `/partners/${encodeURIComponent(partner)}/capacity`, body),
+        await operatorClientFromEnv().request('PUT', `/partners/${encodeURIComponent(partner)}/capacity`, body, { flags: CAPACITY_FLAGS }),
       );
     });
 
@@ -106,6 +109,28 @@ export function registerCapacityCommands(program: Command): void {
       );
     });
 }
+
+const PLAN_FLAGS: FlagHints = {
+  display_name: { flag: '--name', example: '"GPU small"' },
+  'quota.vcpu': { flag: '--vcpu', example: '16' },
+  'quota.memory_gib': { flag: '--memory-gib', example: '64' },
+  'quota.storage_gib': { flag: '--storage-gib', example: '500' },
+  'quota.gpus': { flag: '--gpu', example: 'a100-40gb=2' },
+};
+
+/** `pool.vcpu` is --vcpu, `per_customer_max.vcpu` is --per-customer-vcpu, and so on. */
+const CAPACITY_FLAGS: FlagHints = Object.fromEntries(
+  (['pool', 'per_customer_max'] as const).flatMap((section) =>
+    (
+      [
+        ['vcpu', 'vcpu', '64'],
+        ['memory_gib', 'memory-gib', '256'],
+        ['storage_gib', 'storage-gib', '2000'],
+        ['gpus', 'gpu', 'a100-40gb=4'],
+      ] as const
+    ).map(([field, flag, example]) => [`${section}.${field}`, { flag: `--${section === 'pool' ? '' : 'per-customer-'}${flag}`, example }]),
+  ),
+);
 
 interface CapacityFlags {
   vcpu?: string;
@@ -180,15 +205,14 @@ function collect(value: string, previous: string[]): string[] {
 }
 
 function count(flag: string, value: string): number {
-  if (!/^\d+$/.test(value)) throw new CliError(`${flag} must be a whole number, got "${value}"`, 2);
-  return Number(value);
+  return wholeNumber({ flag, example: '16' }, value);
 }
 
 function gpus(flag: string, values: string[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const value of values) {
     const match = /^([a-z0-9-]+)=(\d+)$/.exec(value);
-    if (!match) throw new CliError(`${flag} must be PROFILE=N, got "${value}"`, 2);
+    if (!match) throw flagError({ flag, example: 'a100-40gb=2' }, 'must be PROFILE=N', value);
     out[match[1] as string] = Number(match[2]);
   }
   return out;

@@ -56,6 +56,25 @@ async function forward(url: string, event: WebhookEvent, secret: string): Promis
   }
 }
 
+/**
+ * Started through npm (`npx tenantry listen`, `npm run`), this process's parent is npm's shell, which a
+ * signal to npm ends without passing the signal on; started by the launcher on an older Node, its parent
+ * is the launcher, which can be killed outright. Either way the listener would run on, an orphan, holding
+ * its key. It stops when its parent is gone (it is then adopted: its parent process id changes).
+ */
+function stopWithParent(stop: AbortController, env: Record<string, string | undefined> = process.env): void {
+  if (env.npm_execpath === undefined && env.TENANTRY_LAUNCHER_PID === undefined) return;
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(watch);
+    process.stderr.write('tenantry: the command that started listen has ended; stopping\n');
+    stop.abort();
+  }, 250);
+  watch.unref();
+  stop.signal.addEventListener('abort', () => clearInterval(watch), { once: true });
+}
+
 export async function listen(flags: ListenFlags): Promise<void> {
   const { client, baseUrl } = partnerClient(flags);
   const secret = flags.secret ?? newSigningSecret();
@@ -71,7 +90,8 @@ export async function listen(flags: ListenFlags): Promise<void> {
   const say = (line: string, document: Record<string, unknown>) => process.stdout.write(`${json ? JSON.stringify(document) : line}\n`);
 
   const stop = new AbortController();
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => stop.abort());
+  stopWithParent(stop);
   let opened = false;
   let fatal: CliError | undefined;
   const stream = client.events.stream({
@@ -113,10 +133,13 @@ export async function listen(flags: ListenFlags): Promise<void> {
         continue;
       }
       const result = await forward(flags.forwardTo, event, secret);
-      const outcome = result.status === null ? `failed: ${result.error}` : `${result.status}`;
-      say(`${time}  ${event.event.padEnd(28)} ${event.id}  → ${outcome} (${result.ms} ms)`, {
+      // The line says when the event was forwarded (local time) and what the receiver answered.
+      const at = new Date();
+      const outcome = result.status === null ? `not forwarded: ${result.error}` : `forwarded → ${result.status}`;
+      say(`${at.toTimeString().slice(0, 8)}  ${event.event.padEnd(28)} ${event.id}  ${outcome} (${result.ms} ms)`, {
         id: event.id,
         event: event.event,
+        forwarded_at: at.toISOString(),
         status: result.status,
         ms: result.ms,
         ...(result.error ? { error: result.error } : {}),

@@ -13,8 +13,18 @@ export class CliError extends Error {
   }
 }
 
+/** A flag (or argument) as the person typed it, and a value that works there. */
+export interface FlagHint {
+  flag: string;
+  example: string;
+}
+
+/** The request body's fields a command's flags fill, by field path (`limits.max_customers`). */
+export type FlagHints = Record<string, FlagHint>;
+
 export interface OperatorClient {
-  request<T>(method: string, path: string, body?: unknown): Promise<T>;
+  /** `flags`: the body's fields by the flags that fill them, so that a refused value is named by its flag. */
+  request<T>(method: string, path: string, body?: unknown, options?: { flags?: FlagHints }): Promise<T>;
 }
 
 /**
@@ -25,10 +35,12 @@ export interface OperatorClient {
 export function operatorClientFromEnv(env: Record<string, string | undefined> = process.env): OperatorClient {
   const baseUrl = (env.TENANTRY_OPERATOR_URL ?? `http://${env.TENANTRY_OPERATOR_LISTEN ?? '127.0.0.1:8081'}`).replace(/\/$/, '');
   let token = env.TENANTRY_OPERATOR_TOKEN;
+  let source = 'TENANTRY_OPERATOR_TOKEN';
   if (!token) {
     const path = join(resolve(env.TENANTRY_DATA_DIR ?? './.tenantry'), 'operator-token');
     try {
       token = readFileSync(path, 'utf8').trim();
+      source = path;
     } catch {
       throw new CliError(`no operator token: set TENANTRY_OPERATOR_TOKEN, or run where ${path} exists (tenantry serve creates it)`);
     }
@@ -41,12 +53,13 @@ export function operatorClientFromEnv(env: Record<string, string | undefined> = 
       actor = undefined;
     }
   }
-  return createOperatorClient(baseUrl, token, actor);
+  return createOperatorClient(baseUrl, token, actor, source);
 }
 
-export function createOperatorClient(baseUrl: string, token: string, actor?: string): OperatorClient {
+/** `tokenSource` says where the token came from, for the line that says it was refused. */
+export function createOperatorClient(baseUrl: string, token: string, actor?: string, tokenSource = 'the token'): OperatorClient {
   return {
-    async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    async request<T>(method: string, path: string, body?: unknown, options: { flags?: FlagHints } = {}): Promise<T> {
       const headers: Record<string, string> = { authorization: `Bearer ${token}` };
       if (actor) headers['x-tenantry-actor'] = actor;
       if (body !== undefined) headers['content-type'] = 'application/json';
@@ -70,6 +83,16 @@ export function createOperatorClient(baseUrl: string, token: string, actor?: str
       }
       if (!response.ok || parsed.status !== 'success') {
         const error = parsed.error;
+        if (response.status === 401) {
+          const fix =
+            tokenSource === 'TENANTRY_OPERATOR_TOKEN'
+              ? "use the value of that server's TENANTRY_OPERATOR_TOKEN, or of operator-token in its data directory"
+              : "run where that server's data directory is (TENANTRY_DATA_DIR), or set TENANTRY_OPERATOR_TOKEN";
+          throw new CliError(`the operator token was refused by ${baseUrl}: the token in ${tokenSource} is not that server's (${fix})`);
+        }
+        const fields = fieldErrors(error?.details);
+        const named = error?.code === 'VALIDATION_ERROR' && options.flags ? describeFieldErrors(fields, options.flags) : undefined;
+        if (named) throw new CliError(named, 2);
         const details = describeDetails(error?.details);
         throw new CliError(`${error?.code ?? `HTTP ${response.status}`}: ${error?.message ?? 'request failed'}${details}`);
       }
@@ -78,8 +101,35 @@ export function createOperatorClient(baseUrl: string, token: string, actor?: str
   };
 }
 
-function describeDetails(details: unknown): string {
+function fieldErrors(details: unknown): { in: string; field: string; message: string }[] {
   const errors = (details as { errors?: { in: string; field: string; message: string }[] } | undefined)?.errors;
-  if (!Array.isArray(errors) || errors.length === 0) return '';
+  return Array.isArray(errors) ? errors : [];
+}
+
+function describeDetails(details: unknown): string {
+  const errors = fieldErrors(details);
+  if (errors.length === 0) return '';
   return ` (${errors.map((e) => `${e.field || e.in} ${e.message}`).join('; ')})`;
+}
+
+/**
+ * The API's field errors said in the command's words: each field the command's flags fill is named by its
+ * flag, with an example. Undefined when none of the errors is about a flag (the API's own words then).
+ */
+export function describeFieldErrors(errors: { field: string; message: string }[], hints: FlagHints): string | undefined {
+  const hinted = errors.map((error) => ({ error, hint: hintFor(error.field, hints) }));
+  if (!hinted.some(({ hint }) => hint)) return undefined;
+  const example = (hint: FlagHint) => (hint.flag.startsWith('<') ? hint.example : `${hint.flag} ${hint.example}`);
+  return hinted
+    .map(({ error, hint }) => (hint ? `${hint.flag} ${error.message}, for example ${example(hint)}` : `${error.field} ${error.message}`))
+    .join('; ');
+}
+
+/** The hint of a field or of the nearest field that holds it (`allow_cidrs.0` is `allow_cidrs`'s). */
+function hintFor(field: string, hints: FlagHints): FlagHint | undefined {
+  for (let path = field; path; path = path.includes('.') ? path.slice(0, path.lastIndexOf('.')) : '') {
+    const hint = hints[path];
+    if (hint) return hint;
+  }
+  return undefined;
 }

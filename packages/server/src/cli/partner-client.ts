@@ -20,6 +20,11 @@ export interface PartnerClient {
 export function partnerClient(flags: PartnerFlags, env: Record<string, string | undefined> = process.env): PartnerClient {
   const apiKey = flags.apiKey ?? env.TENANTRY_API_KEY;
   if (!apiKey) throw new CliError('no API key: pass --api-key tnt_test_... or set TENANTRY_API_KEY', 2);
+  if (apiKey.startsWith('tnt_at_'))
+    throw new CliError(
+      '--api-key takes the API key (tnt_live_... or tnt_test_...), not an access token: the CLI exchanges the key itself',
+      2,
+    );
   if (!/^tnt_(live|test)_/.test(apiKey)) throw new CliError('--api-key must be a Tenantry key (tnt_live_... or tnt_test_...)', 2);
   const raw = flags.apiUrl ?? env.TENANTRY_API_URL ?? env.TENANTRY_PUBLIC_URL ?? `http://${env.TENANTRY_LISTEN ?? '127.0.0.1:8080'}`;
   let baseUrl: string;

@@ -1,6 +1,7 @@
 import { type Command, Option } from 'commander';
 import { SCOPES } from '../partners/scopes.ts';
-import { CliError, operatorClientFromEnv } from './operator-client.ts';
+import { flagError, wholeNumber } from './flag-hints.ts';
+import { CliError, type FlagHint, type FlagHints, operatorClientFromEnv } from './operator-client.ts';
 import { column, printRecord, printRows } from './output.ts';
 import { fetchAll, wait } from './progress.ts';
 
@@ -24,6 +25,25 @@ interface PartnerFlags {
 }
 
 type Partner = Record<string, unknown> & { id: string; status: string };
+
+/** The partner body's fields by the flags that fill them, for a refused value. */
+const PARTNER_FLAGS: FlagHints = {
+  id: { flag: '<id>', example: 'acme' },
+  display_name: { flag: '--name', example: '"Acme Cloud"' },
+  scopes: { flag: '--scopes', example: 'customers:read,customers:write' },
+  'limits.max_customers': { flag: '--max-customers', example: '100' },
+  'limits.max_projects_per_customer': { flag: '--max-projects', example: '10' },
+  'limits.max_open_operations': { flag: '--max-open-operations', example: '20' },
+  'limits.max_usage_window_days': { flag: '--usage-window-days', example: '31' },
+  'limits.rate_limit_per_minute': { flag: '--rate-limit', example: '120/40' },
+  'limits.rate_limit_burst': { flag: '--rate-limit', example: '120/40' },
+  'defaults.plan_id': { flag: '--default-plan', example: 'standard' },
+  'defaults.grace_days': { flag: '--grace-days', example: '7' },
+  'defaults.project': { flag: '--default-project', example: 'default' },
+  portal_url: { flag: '--portal-url', example: 'https://portal.acme.example' },
+  contact_email: { flag: '--contact-email', example: 'ops@acme.example' },
+  customer_prefix: { flag: '--customer-prefix', example: 'acme' },
+};
 
 const PARTNER_COLUMNS = [
   column('ID', 'id'),
@@ -68,7 +88,7 @@ export function registerPartnerCommands(program: Command): void {
       .option('--no-wait', 'do not wait until the partner can exchange keys'),
   ).action(async (id: string, flags: PartnerFlags) => {
     const client = operatorClientFromEnv();
-    let partner = await client.request<Partner>('POST', '/partners', { id, ...settingsBody(flags) });
+    let partner = await client.request<Partner>('POST', '/partners', { id, ...settingsBody(flags) }, { flags: PARTNER_FLAGS });
     if (flags.wait !== false && partner.status === 'provisioning') {
       partner = await wait(`provisioning partner ${id}`, async () => {
         const current = await client.request<Partner>('GET', `/partners/${encodeURIComponent(id)}`);
@@ -109,7 +129,10 @@ export function registerPartnerCommands(program: Command): void {
     const body = settingsBody(flags);
     if (Object.keys(body).length === 0)
       throw new CliError('nothing to change: pass at least one flag (see tenantry partners update --help)', 2);
-    printRecord(flags.json === true, await operatorClientFromEnv().request('PATCH', `/partners/${encodeURIComponent(id)}`, body));
+    printRecord(
+      flags.json === true,
+      await operatorClientFromEnv().request('PATCH', `/partners/${encodeURIComponent(id)}`, body, { flags: PARTNER_FLAGS }),
+    );
   });
 
   for (const action of ['suspend', 'unsuspend'] as const) {
@@ -134,23 +157,22 @@ export function settingsBody(flags: PartnerFlags): Record<string, unknown> {
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean);
-  const int = (flag: string, value: string | undefined, into: Record<string, unknown>, field: string) => {
+  const int = (value: string | undefined, into: Record<string, unknown>, section: string, field: string) => {
     if (value === undefined) return;
-    if (!/^\d+$/.test(value)) throw new CliError(`${flag} must be a whole number, got "${value}"`, 2);
-    into[field] = Number(value);
+    into[field] = wholeNumber(PARTNER_FLAGS[`${section}.${field}`] as FlagHint, value);
   };
-  int('--max-customers', flags.maxCustomers, limits, 'max_customers');
-  int('--max-projects', flags.maxProjects, limits, 'max_projects_per_customer');
-  int('--max-open-operations', flags.maxOpenOperations, limits, 'max_open_operations');
-  int('--usage-window-days', flags.usageWindowDays, limits, 'max_usage_window_days');
+  int(flags.maxCustomers, limits, 'limits', 'max_customers');
+  int(flags.maxProjects, limits, 'limits', 'max_projects_per_customer');
+  int(flags.maxOpenOperations, limits, 'limits', 'max_open_operations');
+  int(flags.usageWindowDays, limits, 'limits', 'max_usage_window_days');
   if (flags.rateLimit !== undefined) {
     const match = /^(\d+)\/(\d+)$/.exec(flags.rateLimit);
-    if (!match) throw new CliError(`--rate-limit must be PER_MIN/BURST, for example 120/40; got "${flags.rateLimit}"`, 2);
+    if (!match) throw flagError({ flag: '--rate-limit', example: '120/40' }, 'must be PER_MIN/BURST', flags.rateLimit);
     limits.rate_limit_per_minute = Number(match[1]);
     limits.rate_limit_burst = Number(match[2]);
   }
   if (flags.defaultPlan !== undefined) defaults.plan_id = flags.defaultPlan;
-  int('--grace-days', flags.graceDays, defaults, 'grace_days');
+  int(flags.graceDays, defaults, 'defaults', 'grace_days');
   if (flags.defaultProject !== undefined) defaults.project = flags.defaultProject;
   if (flags.portalUrl !== undefined) body.portal_url = flags.portalUrl === '' ? null : flags.portalUrl;
   if (flags.contactEmail !== undefined) body.contact_email = flags.contactEmail === '' ? null : flags.contactEmail;

@@ -15,9 +15,12 @@ export function registerProvisioningCommands(program: Command): void {
     .option('--test', "the partner's test-mode customer")
     .option('--json', 'print JSON')
     .action(async (partner: string, customer: string, flags: { reason: string; test?: boolean; json?: boolean }) => {
-      const hold = await operatorClientFromEnv().request<Record<string, unknown>>('PUT', holdPath(partner, customer, flags.test), {
-        reason: flags.reason,
-      });
+      const hold = await operatorClientFromEnv().request<Record<string, unknown>>(
+        'PUT',
+        holdPath(partner, customer, flags.test),
+        { reason: flags.reason },
+        { flags: { reason: { flag: '--reason', example: '"unpaid invoice 2041"' } } },
+      );
       printRecord(flags.json === true, hold);
     });
 
@@ -44,6 +47,8 @@ export function registerProvisioningCommands(program: Command): void {
       const rows = await operatorClientFromEnv().request<Record<string, unknown>[]>(
         'GET',
         `/operations/stuck?min_failed_looks=${encodeURIComponent(flags.minFailedLooks)}`,
+        undefined,
+        { flags: { min_failed_looks: { flag: '--min-failed-looks', example: '5' } } },
       );
       printRows(
         flags.json === true,

@@ -40,7 +40,14 @@ for (const target of testDatabases()) {
           const path = route.url.replace(/:\w+/g, 'x');
           for (const token of [undefined, 'wrong-token-wrong-token-00']) {
             const result = await http(server.operatorUrl, method, path, token ? { token } : {});
-            assertError(result, 401, 'UNAUTHORIZED');
+            const error = assertError(result, 401, 'UNAUTHORIZED');
+            // A wrong token is told apart from none: the caller has one, and it is not this server's.
+            assert.equal(
+              error.message,
+              token
+                ? "The operator token was refused: it is not this server's operator token."
+                : 'Send the operator token as "Authorization: Bearer <token>".',
+            );
           }
         }
       }

@@ -29,8 +29,9 @@ export const operatorAuthPlugin = fp(
       if (request.routeOptions.config.public === true) return;
       const header = request.headers.authorization ?? '';
       const presented = header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : '';
-      if (!presented || !timingSafeEqual(digest(presented), expected)) {
-        throw new ApiError('UNAUTHORIZED', 'Send the operator token as "Authorization: Bearer <token>".');
+      if (!presented) throw new ApiError('UNAUTHORIZED', 'Send the operator token as "Authorization: Bearer <token>".');
+      if (!timingSafeEqual(digest(presented), expected)) {
+        throw new ApiError('UNAUTHORIZED', "The operator token was refused: it is not this server's operator token.");
       }
       const actorHeader = request.headers['x-tenantry-actor'];
       const name = typeof actorHeader === 'string' && ACTOR_PATTERN.test(actorHeader) ? actorHeader : undefined;
