@@ -140,6 +140,23 @@ for (const target of testDatabases()) {
       const source = (disk?.spec as { source?: { http?: { url?: string } } } | undefined)?.source;
       assert.match(source?.http?.url ?? '', /^https:\/\/cloud-images\.ubuntu\.com\//);
       assert.match((await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } })).text, /<strong>web-1<\/strong>/);
+      // Its Stop button halts it on the cluster, as virtctl stop does; Start runs it again.
+      const button = (action: string) =>
+        fetch(`${server.partnerUrl}/console/vms/default/web-1/${action}`, {
+          method: 'POST',
+          redirect: 'manual',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', origin: new URL(server.partnerUrl).origin, cookie },
+          body: new URLSearchParams({ csrf: csrfFrom(page.text) }),
+        });
+      const runStrategy = () => (fx.kube?.get(VM[0], VM[1], 'web-1', namespace)?.spec as { runStrategy?: string } | undefined)?.runStrategy;
+      assert.equal((await button('stop')).status, 303);
+      if (fx.kube) assert.equal(runStrategy(), 'Halted');
+      assert.match(
+        (await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } })).text,
+        /<span class="badge bad">stopped<\/span>/,
+      );
+      assert.equal((await button('start')).status, 303);
+      if (fx.kube) assert.equal(runStrategy(), 'Always');
       // A cluster that does not answer: the console says so as a page (503, Retry-After), not as JSON.
       fx.kube?.faults.failNext({ status: 503, count: 1_000, match: () => true });
       const down = await http(server.partnerUrl, 'GET', '/console', { headers: { cookie } });
@@ -148,8 +165,12 @@ for (const target of testDatabases()) {
       assert.match(down.headers.get('content-type') ?? '', /^text\/html/);
       assert.ok(Number(down.headers.get('retry-after')) > 0);
       assert.match(down.text, /The platform is not answering/);
-      // The customer removes it again (with kubectl here): the rest of the suite starts from no VM.
-      fx.kube?.delete(VM[0], VM[1], 'web-1', namespace);
+      // The customer deletes it from the console, its disk with it: the rest of the suite starts from no VM.
+      assert.equal((await button('delete')).status, 303);
+      if (fx.kube) {
+        assert.equal(fx.kube.tryGet(VM[0], VM[1], 'web-1', namespace), undefined);
+        assert.equal(fx.kube.tryGet('cdi.kubevirt.io/v1beta1', 'DataVolume', 'web-1-disk', namespace), undefined);
+      }
 
       // Test mode is the sandbox: nothing of initech reaches the cluster.
       const test = await settle(

@@ -162,8 +162,14 @@ describe('chart: the kubernetes platform driver RBAC', () => {
       }),
       { state: 'done' },
     );
+    // The console's buttons and quota card: a VM stopped, started, counted and deleted.
+    const formVm = { ...org, namespace: project.namespace, name: 'form' };
+    assert.deepEqual(await fx.platform.stopVm(ctx, formVm), { state: 'done' });
+    assert.deepEqual(await fx.platform.startVm(ctx, formVm), { state: 'done' });
+    assert.equal((await fx.platform.heldResources(ctx, org)).customer.storage_gib, 10);
     await fx.platform.stopWorkloads(ctx, org);
     await fx.platform.startWorkloads(ctx, org);
+    assert.deepEqual(await fx.platform.deleteVm(ctx, formVm), { state: 'done' });
     await fx.platform.prepareConsoleLogin(ctx, { ...org, username: 'own' });
     assert.deepEqual((await drive(fx, () => fx.platform.deleteProject(ctx, project))).at(-1), { state: 'done' });
     assert.deepEqual((await drive(fx, () => fx.platform.deleteOrganization(ctx, org))).at(-1), { state: 'done' });
@@ -178,8 +184,6 @@ describe('chart: the kubernetes platform driver RBAC', () => {
       const resource = request.subresource ? `${request.resource}/${request.subresource}` : (request.resource ?? '');
       used.add(`${request.group ?? ''}/${resource}/${request.verb}`);
     }
-    // Used only when KubeVirt refuses a new VM's launcher pod (kube-dc-refusals.test.ts takes it back).
-    used.add('kubevirt.io/virtualmachines/delete');
     for (const rule of cluster)
       for (const group of rule.apiGroups)
         for (const resource of rule.resources.filter((r) => !r.startsWith('partners')))
