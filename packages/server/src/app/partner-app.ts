@@ -39,7 +39,7 @@ export const API_VERSION = '1.0.0';
  */
 export async function buildPartnerApp(services: Services, logger: Logger, extraRoutes: FastifyPluginAsync<{ services: Services }>[] = []) {
   const { database, clock, trustProxy } = services.options;
-  const app = createHttpApp(logger, 'partner-api', { trustProxy });
+  const app = createHttpApp(logger, 'partner-api', { trustProxy, metrics: services.metrics });
   // Before any route: the document is built from the routes as they are added.
   await registerOpenApi(app, { version: API_VERSION });
   const partnerRoutes: PartnerRoute[] = [];

@@ -13,6 +13,7 @@ import type { DeferredSchemas, WarmUp } from '../infra/http/deferred-schemas.ts'
 import { forgetExpiredAnswers } from '../infra/idempotency/answer.ts';
 import { createLogger, flushLog } from '../infra/log/logger.ts';
 import { createDataDirKey, loadSecretKeys } from '../infra/secrets/secret-key.ts';
+import { startTracing, stopTracing } from '../infra/telemetry/tracing.ts';
 import { buildOperatorApp } from '../operator/operator-app.ts';
 import { findOverlappingPrefixes } from '../partners/prefixes.ts';
 import { platformDriver } from '../platform/drivers.ts';
@@ -154,7 +155,13 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const ownsDatabase = options.database === undefined;
 
   let publicUrl = config.publicUrl;
+  // Traces: the OpenTelemetry SDK is loaded only when a collector is configured, before the apps it instruments.
+  let tracingStarted = false;
   try {
+    if (config.tracing) {
+      tracingStarted = true;
+      await startTracing(config.tracing, logger);
+    }
     // The first statement: an unreachable database is reported here, naming its setting.
     const applied = await migrate(database.db).catch((error: unknown) => {
       throw databaseStartupError(error, config.databaseUrl, config.dataDir) ?? error;
@@ -203,7 +210,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const operatorToken = config.operatorToken ?? loadOrCreateOperatorToken(config.dataDir);
 
     const partnerApp = await buildPartnerApp(services, logger, options.partnerRoutes);
-    const operatorApp = await buildOperatorApp(services, logger, operatorToken);
+    const operatorApp = await buildOperatorApp(services, logger, operatorToken, config.metricsScrapeToken);
     const partnerUrl = await partnerApp.listen({ host: config.listen.host, port: config.listen.port }).catch(async (error: unknown) => {
       await operatorApp.close();
       throw listenStartupError(error, 'partner', config.listen) ?? error;
@@ -285,6 +292,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           services.webhookSender.close();
           await services.keyUsage.flush().catch((err: unknown) => logger.warn({ err }, "writing API keys' last use failed"));
           if (ownsDatabase) await database.close();
+          if (tracingStarted) await stopTracing();
           logger.info('tenantry stopped');
           flushLog(logger);
         })();
@@ -293,6 +301,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
   } catch (error) {
     if (ownsDatabase) await database.close().catch(() => {});
+    if (tracingStarted) await stopTracing();
     throw error;
   }
 }

@@ -18,6 +18,7 @@ import { type EventStreamOptions, EventStreams } from '../events/stream.ts';
 import { OsImageCatalogue } from '../images/catalogue.ts';
 import { bundledSource, type CatalogueSource } from '../images/sources.ts';
 import type { Clock } from '../infra/clock.ts';
+import { ServerMetrics } from '../infra/metrics/metrics.ts';
 import { CursorCodec } from '../infra/pagination/cursor.ts';
 import { createLocalRateLimiter, createRateLimiter } from '../infra/rate-limit/rate-limiter.ts';
 import type { SecretBox, SecretKeyOrigin } from '../infra/secrets/secret-box.ts';
@@ -110,6 +111,8 @@ export interface Services {
   capacity: CapacityService;
   quotas: QuotaService;
   usage: UsageService;
+  /** This process's metrics (`GET /metrics` on the operator listener). */
+  metrics: ServerMetrics;
 }
 
 export async function createServices(options: ServiceOptions): Promise<Services> {
@@ -139,7 +142,8 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     addressRanges: options.sandboxAddressRanges,
     callMs: options.sandboxCallMs,
   });
-  const platform = platformRouter({ live: options.livePlatform?.(sandbox) ?? sandbox, test: sandbox });
+  const metrics = new ServerMetrics(logger, clock);
+  const platform = platformRouter({ live: options.livePlatform?.(sandbox) ?? sandbox, test: sandbox }, metrics);
   const guard = new DestinationGuard(options.webhookResolver);
   const sender = new WebhookSender({ guard, extraCa: options.webhookCa, logger, idleSocketsPerReceiver: options.webhookConcurrency });
   const webhooks = new WebhookService({ db, clock, cursors, guard, sender, secrets: webhookSecrets, logger: options.logger });
@@ -152,6 +156,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     concurrency: options.engineConcurrency ?? (embedded ? 1 : 8),
     exclusive: embedded,
     recordEvent: (trx, event) => events.record(wholeDatabase(trx), event),
+    metrics,
   });
   const onOperationOpened = () => engine.kick();
   // Console access ends with the person, the customer's or the partner's suspension, in the
@@ -188,6 +193,17 @@ export async function createServices(options: ServiceOptions): Promise<Services>
   registerProjectSteps(engine, { db, platform, customers: customerOfProjectsAndUsers });
   engine.addSweep(() => users.reconcile());
   const images = new OsImageCatalogue({ source: options.osImagesSource ?? bundledSource(), clock, logger: options.logger });
+  const operations = new OperationService({ db, cursors, customers, engine });
+  metrics.readFrom({
+    database: async () => {
+      // One after the other: a scrape holds at most one of the pool's connections.
+      const open = await operations.openSummary();
+      const receiversFailing = await webhooks.failingReceivers();
+      const oldestOpenSeconds = open.oldestLive ? Math.max(0, (clock.nowMs() - open.oldestLive.getTime()) / 1000) : null;
+      return { operationsOpen: open.byType, oldestOpenSeconds, receiversFailing };
+    },
+    poolWaiting: () => database.poolWaiting(),
+  });
   return {
     options,
     cursors,
@@ -218,7 +234,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
     customers,
     projects,
     users,
-    operations: new OperationService({ db, cursors, customers, engine }),
+    operations,
     console: consoleAccess,
     consoleSessions: new ConsoleSessionCache({ console: consoleAccess, clock, ttlMs: options.partnerCacheMs }),
     vms: new ConsoleVmService({ db, clock, platform, images, partnerCache }),
@@ -235,6 +251,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
       secrets: webhookSecrets,
       embedded,
       perReceiver: options.webhookConcurrency,
+      metrics,
     }),
     webhookSender: sender,
     capacity: new CapacityService({ db, clock, cursors }),
@@ -251,6 +268,7 @@ export async function createServices(options: ServiceOptions): Promise<Services>
       events,
     }),
     usage: new UsageService({ db, cursors, platform }),
+    metrics,
   };
 }
 

@@ -64,6 +64,10 @@ export interface Config {
   secretKeyFile: string | undefined;
   /** `serve --fix-permissions`: make the data directory owner-only instead of refusing to start. */
   fixPermissions: boolean;
+  /** The bearer token `GET /metrics` asks for; undefined: it answers without one, as the health checks do. */
+  metricsScrapeToken: string | undefined;
+  /** Where spans are exported (OTLP over HTTP) and under which service name; undefined: no traces. */
+  tracing: { endpoint: string; serviceName: string } | undefined;
 }
 
 export interface HostPort {
@@ -112,6 +116,18 @@ export function loadConfig(drivers: readonly DriverSettings[], env: Env = proces
   const operatorToken = get('TENANTRY_OPERATOR_TOKEN');
   if (operatorToken !== undefined && operatorToken.length < 24) {
     throw new ConfigError('TENANTRY_OPERATOR_TOKEN', 'must be at least 24 characters');
+  }
+
+  const metricsScrapeToken = get('TENANTRY_METRICS_SCRAPE_TOKEN');
+  if (metricsScrapeToken !== undefined && metricsScrapeToken.length < 24) {
+    throw new ConfigError('TENANTRY_METRICS_SCRAPE_TOKEN', 'must be at least 24 characters');
+  }
+  const otelEndpoint = get('OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (otelEndpoint !== undefined && !/^https?:\/\/[^/]/.test(otelEndpoint)) {
+    throw new ConfigError(
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      `must be an http:// or https:// URL (the collector's OTLP/HTTP port), got "${otelEndpoint}"`,
+    );
   }
 
   const platform = get('TENANTRY_PLATFORM') ?? fallbackOf('TENANTRY_PLATFORM');
@@ -236,6 +252,10 @@ export function loadConfig(drivers: readonly DriverSettings[], env: Env = proces
     secretKey: get('TENANTRY_SECRET_KEY'),
     secretKeyFile: get('TENANTRY_SECRET_KEY_FILE'),
     fixPermissions: parseBoolean('TENANTRY_FIX_PERMISSIONS', get('TENANTRY_FIX_PERMISSIONS') ?? fallbackOf('TENANTRY_FIX_PERMISSIONS')),
+    metricsScrapeToken,
+    tracing: otelEndpoint
+      ? { endpoint: otelEndpoint, serviceName: get('OTEL_SERVICE_NAME') ?? fallbackOf('OTEL_SERVICE_NAME') }
+      : undefined,
   };
 }
 

@@ -14,7 +14,7 @@ const variables = (SETTINGS as readonly Setting[]).map((s) => s.variable);
 
 test('every variable the configuration reads is in the settings table that serve --help prints', () => {
   const source = read('./config.ts') + read('../platform/kubernetes/config.ts');
-  const read_ = [...new Set([...source.matchAll(/get\('(TENANTRY_[A-Z_]+)'\)/g)].map((m) => m[1]))];
+  const read_ = [...new Set([...source.matchAll(/get\('((?:TENANTRY|OTEL)_[A-Z_]+)'\)/g)].map((m) => m[1]))];
   assert.ok(read_.length >= 10);
   assert.deepEqual(
     read_.filter((v) => !variables.includes(v ?? '')),

@@ -210,6 +210,19 @@ export const SETTINGS = [
     description: 'behind a load balancer: the proxy hops to trust (1), or the proxies addresses/CIDRs',
   },
   {
+    variable: 'TENANTRY_METRICS_SCRAPE_TOKEN',
+    defaultText: 'unset: GET /metrics answers without a token, as /healthz and /readyz do',
+    description:
+      'the bearer token GET /metrics on the operator listener asks for (24 characters or more); never the operator token, which administers',
+  },
+  {
+    variable: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    defaultText: 'unset: no traces (the OpenTelemetry SDK is not loaded)',
+    description:
+      "an OpenTelemetry collector's OTLP/HTTP base URL (http://collector:4318): a span per request, operation step, platform call and webhook delivery go to <url>/v1/traces",
+  },
+  { variable: 'OTEL_SERVICE_NAME', fallback: 'tenantry', description: "the spans' service.name, with OTEL_EXPORTER_OTLP_ENDPOINT" },
+  {
     variable: 'TENANTRY_PARTNER_CACHE_MS',
     fallback: '2000',
     description: 'how long a process caches a partner record (0-5000): how late another process sees a suspension',

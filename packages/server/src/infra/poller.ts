@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { tracing } from './telemetry/tracing.ts';
 
 /**
  * A background loop: one pass at a time, every `intervalMs` at the latest, at once after `kick()`,
@@ -43,10 +44,13 @@ export class Poller {
       return;
     }
     this.#disarm();
-    this.#running = this.#loop().finally(() => {
-      this.#running = undefined;
-      if (!this.#stopped) this.#arm();
-    });
+    // Outside the caller's span: a request's commit that wakes the loop is not the cause of its pass.
+    this.#running = tracing()
+      .detached(() => this.#loop())
+      .finally(() => {
+        this.#running = undefined;
+        if (!this.#stopped) this.#arm();
+      });
   }
 
   /** Asks for a pass in `ms` (or sooner, if the interval or a kick comes first). */

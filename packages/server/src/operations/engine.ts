@@ -3,8 +3,10 @@ import type { Logger } from 'pino';
 import type { NewEvent } from '../events/payloads.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
+import type { StepResult } from '../infra/metrics/metrics.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
+import { type SpanHandle, tracing } from '../infra/telemetry/tracing.ts';
 import { failureMessage } from '../platform/failures.ts';
 import { type PlatformContext, PlatformUnavailableError } from '../platform/platform.ts';
 import {
@@ -63,6 +65,8 @@ export interface OperationEngineDeps<Tables extends OperationTables = OperationT
   leaseMs?: number;
   /** Records the event a finished operation announces, in its finishing transaction (the events module's `record`). */
   recordEvent: (trx: Db<OperationTables>, event: NewEvent) => Promise<unknown>;
+  /** Counts each look by its outcome (the process's metrics). */
+  metrics?: { operationStep(type: string, result: StepResult): void };
 }
 
 /**
@@ -269,7 +273,15 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
     }
   }
 
-  async #look(op: DueOperation): Promise<void> {
+  /** A look, in a span of its own linked to the request that opened the operation (when traces are on). */
+  #look(op: DueOperation): Promise<void> {
+    const traces = tracing();
+    if (!traces.enabled) return this.#lookAt(op, undefined);
+    const attributes = { 'tenantry.operation.id': op.id, 'tenantry.operation.type': op.type, 'tenantry.partner_id': op.partner_id };
+    return traces.linked(`operation ${op.type}`, op.trace_parent, attributes, (span) => this.#lookAt(op, span));
+  }
+
+  async #lookAt(op: DueOperation, span: SpanHandle | undefined): Promise<void> {
     const { clock, logger } = this.#deps;
     const handler = this.#handlers.get(op.type);
     const now = new Date(op.mode === 'test' ? clock.nowMs() + op.test_clock_offset_ms : clock.nowMs());
@@ -301,6 +313,8 @@ export class OperationEngine<Tables extends OperationTables = OperationTables> {
     if (deadline && now >= deadline && outcome.state !== 'done' && outcome.state !== 'failed') {
       outcome = { state: 'failed', code: 'PROVISIONING_TIMEOUT', message: failureMessage('PROVISIONING_TIMEOUT') };
     }
+    this.#deps.metrics?.operationStep(op.type, outcome.state);
+    span?.set({ 'tenantry.operation.result': outcome.state, 'tenantry.operation.error': 'code' in outcome ? outcome.code : undefined });
     try {
       if (outcome.state === 'in_progress') {
         const until = deadline && outcome.until > deadline ? deadline : outcome.until;

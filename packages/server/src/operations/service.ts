@@ -22,6 +22,7 @@ import {
   nextDueAt,
   OPERATION_RETENTION_MS,
   type OperationRow,
+  openOperationsByType,
   operationInsert,
 } from './store.ts';
 import type { OperationTables, OperationType } from './tables.ts';
@@ -131,6 +132,16 @@ export class OperationService {
   /** Drops finished operations past their retention (7 days); answers how many. */
   deleteExpired(now: Date): Promise<number> {
     return deleteExpiredOperations(this.#deps.db, now);
+  }
+
+  /** Open operations by type, and when the oldest open live-mode one was created (the metrics' gauges). */
+  async openSummary(): Promise<{ byType: { type: OperationType; open: number }[]; oldestLive: Date | null }> {
+    const rows = await openOperationsByType(this.#deps.db);
+    const oldest = rows.reduce<Date | null>(
+      (min, row) => (row.oldest_live && (!min || row.oldest_live < min) ? row.oldest_live : min),
+      null,
+    );
+    return { byType: rows.map(({ type, open }) => ({ type, open })), oldestLive: oldest };
   }
 
   /** Operations whose looks keep failing (at least `minFailedLooks` in a row), for the operator. */

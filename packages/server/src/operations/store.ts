@@ -5,6 +5,7 @@ import { newId } from '../infra/ids.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import type { Page, ScopedCursors } from '../infra/pagination/cursor.ts';
 import { toPage } from '../infra/pagination/cursor.ts';
+import { tracing } from '../infra/telemetry/tracing.ts';
 import { type Operation, toOperation } from './schemas.ts';
 import { OPEN_STATUSES } from './status.ts';
 import type { OperationRow, OperationTables, OperationType } from './tables.ts';
@@ -51,6 +52,8 @@ export function newOperationRow(op: NewOperation): OperationRow {
     lease_until: null,
     failed_looks: 0,
     last_problem: null,
+    // The request being answered (its span), so the looks that carry this out, in any process, link to it.
+    trace_parent: tracing().traceparent(),
   };
 }
 
@@ -206,6 +209,19 @@ export async function nextDueAt(db: Db<OperationTables>, partner: { id: string; 
     .where('status', 'in', OPEN_STATUSES)
     .executeTakeFirst();
   return row?.due_at ? new Date(row.due_at as unknown as string | Date) : undefined;
+}
+
+/**
+ * Open operations by type, with the creation of each type's oldest open live-mode one (test mode's
+ * times are on partners' test clocks): one walk of the open operations' partial index.
+ */
+export async function openOperationsByType(
+  db: Db<OperationTables>,
+): Promise<{ type: OperationType; open: number; oldest_live: Date | null }[]> {
+  const result = await sql<{ type: OperationType; open: number; oldest_live: Date | null }>`
+    select type, count(*)::int as open, min(created_at) filter (where mode = 'live') as oldest_live
+    from operations where status in ('pending', 'running') group by type`.execute(db);
+  return result.rows;
 }
 
 export async function deleteExpiredOperations(db: Db<OperationTables>, now: Date): Promise<number> {

@@ -31,6 +31,8 @@ export interface OperationsTable {
   failed_looks: Generated<number>;
   /** Why the last look did not move, for the operator (never shown to partners). */
   last_problem: string | null;
+  /** The W3C `traceparent` of the request that opened it, when traces are on: each look's span links to it. */
+  trace_parent: string | null;
 }
 
 /** The tables this module owns, as the composition root merges them into the database type. */

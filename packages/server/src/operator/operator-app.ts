@@ -10,6 +10,8 @@ import type { Db } from '../infra/db/handle.ts';
 import { createHttpApp } from '../infra/http/create-http-app.ts';
 import { healthRoutes } from '../infra/http/health.ts';
 import { operatorAuthPlugin } from '../infra/http/operator-auth.ts';
+import type { ServerMetrics } from '../infra/metrics/metrics.ts';
+import { metricsRoutes } from '../infra/metrics/routes.ts';
 import type { CursorCodec } from '../infra/pagination/cursor.ts';
 import { operationOperatorRoutes } from '../operations/operator-routes.ts';
 import type { OperationService } from '../operations/service.ts';
@@ -28,12 +30,17 @@ interface OperatorServices {
   operations: OperationService;
   images: Pick<OsImageCatalogue, 'state'>;
   options: { database: { db: Db<AuditTables> } };
+  metrics: ServerMetrics;
 }
 
-/** The operator API: its own listener, its own token, never served with the partner API. */
-export async function buildOperatorApp(services: OperatorServices, logger: Logger, operatorToken: string) {
-  const app = createHttpApp(logger, 'operator-api');
+/**
+ * The operator API: its own listener, its own token, never served with the partner API. Beside it, at the
+ * root, the health checks and `/metrics` (with its own token, `metricsScrapeToken`, when one is set).
+ */
+export async function buildOperatorApp(services: OperatorServices, logger: Logger, operatorToken: string, metricsScrapeToken?: string) {
+  const app = createHttpApp(logger, 'operator-api', { metrics: services.metrics });
   await app.register(healthRoutes, { db: services.options.database.db, details: () => ({ os_images: services.images.state() }) });
+  await app.register(metricsRoutes, { metrics: services.metrics, token: metricsScrapeToken });
   await app.register(
     async (api) => {
       await api.register(operatorAuthPlugin, { token: operatorToken });

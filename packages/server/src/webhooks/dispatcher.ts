@@ -3,8 +3,10 @@ import type { Logger } from 'pino';
 import { serializeEventBody } from '../events/schemas.ts';
 import type { Clock } from '../infra/clock.ts';
 import type { Db } from '../infra/db/handle.ts';
+import type { DeliveryResult } from '../infra/metrics/metrics.ts';
 import type { KeyMode } from '../infra/mode.ts';
 import { Poller } from '../infra/poller.ts';
+import { type SpanHandle, tracing } from '../infra/telemetry/tracing.ts';
 import { DELIVERY_STATE } from './delivery-state.ts';
 import { filterMatches } from './event-filter.ts';
 import type { WebhookSecrets } from './secrets.ts';
@@ -44,6 +46,8 @@ export interface DispatcherDeps {
    * holds only these (TENANTRY_WEBHOOK_CONCURRENCY).
    */
   perReceiver: number;
+  /** Counts attempts by result and times live-mode events to their first attempt (the process's metrics). */
+  metrics?: { webhookAttempt(result: DeliveryResult, count?: number): void; webhookFirstAttempt(seconds: number): void };
 }
 
 interface ClaimedRow {
@@ -56,6 +60,7 @@ interface ClaimedRow {
   attempts: number;
   signed_at: string | number | null;
   signature: string | null;
+  trace_parent: string | null;
   /** The delivery's receiver as the claim found it; null when its partner has none (its deliveries are skipped). */
   target: DeliveryTarget | null;
 }
@@ -162,6 +167,7 @@ export class WebhookDispatcher {
         .where('id', '=', sql<string>`any(${unwanted}::text[])`)
         .where('state', '=', 'pending')
         .execute();
+      this.#deps.metrics?.webhookAttempt('skipped', unwanted.length);
     }
     // The signature is stored before the first send, so a retry after a crash sends the same one.
     if (signatures.length > 0) {
@@ -210,7 +216,17 @@ export class WebhookDispatcher {
     this.kick();
   }
 
-  async #send(row: ClaimedRow, target: DeliveryTarget, body: string): Promise<void> {
+  /** An attempt, in a span of its own linked to what recorded the event (when traces are on). */
+  #send(row: ClaimedRow, target: DeliveryTarget, body: string): Promise<void> {
+    const { clock, metrics } = this.#deps;
+    if (row.attempts === 0 && row.mode === 'live') metrics?.webhookFirstAttempt((clock.nowMs() - row.created_at.getTime()) / 1000);
+    const traces = tracing();
+    if (!traces.enabled) return this.#attempt(row, target, body, undefined);
+    const attributes = { 'tenantry.delivery.id': row.id, 'tenantry.event.type': row.type, 'tenantry.partner_id': row.partner_id };
+    return traces.linked('webhook delivery', row.trace_parent, attributes, (span) => this.#attempt(row, target, body, span));
+  }
+
+  async #attempt(row: ClaimedRow, target: DeliveryTarget, body: string, span: SpanHandle | undefined): Promise<void> {
     const { sender, clock, logger } = this.#deps;
     let result: AttemptResult;
     try {
@@ -229,6 +245,9 @@ export class WebhookDispatcher {
     const again = !result.delivered && result.retry && attempt < MAX_ATTEMPTS;
     const state = DELIVERY_STATE.move('pending', result.delivered ? 'delivered' : again ? 'pending' : 'failed');
     const delay = RETRY_DELAYS_MS[attempt - 1] ?? 0;
+    this.#deps.metrics?.webhookAttempt(state === 'pending' ? 'retrying' : state === 'delivered' ? 'delivered' : 'failed');
+    span?.set({ 'tenantry.delivery.attempt': attempt, 'http.response.status_code': result.status ?? undefined });
+    if (!result.delivered) span?.fail(result.error ?? 'not delivered');
     this.#outcomes.push({
       row,
       state,
@@ -296,7 +315,7 @@ async function claim(db: DispatcherDb, now: Date, leaseUntil: Date, free: number
       update webhook_deliveries d set lease_until = ${leaseUntil}
       where d.ctid = any(array(select ctid from due))
         and d.state = 'pending' and (d.lease_until is null or d.lease_until <= ${now})
-      returning d.id, d.partner_id, d.mode, d.type, d.data, d.created_at, d.attempts, d.signed_at, d.signature)
+      returning d.id, d.partner_id, d.mode, d.type, d.data, d.created_at, d.attempts, d.signed_at, d.signature, d.trace_parent)
     select c.*, case when w.partner_id is null then null else json_build_object('partner_id', w.partner_id,
         'mode', w.mode, 'url', w.url, 'events', w.events, 'enabled', w.enabled, 'secret', w.secret,
         'allow_private_webhooks', p.allow_private_webhooks) end as target

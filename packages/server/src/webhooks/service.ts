@@ -26,7 +26,7 @@ import {
 import { secretFingerprint, type WebhookSecrets } from './secrets.ts';
 import type { WebhookSender } from './sender.ts';
 import { newSigningSecret, signDelivery } from './signature.ts';
-import { appendAttempts, findWebhook, queueDelivery } from './store.ts';
+import { appendAttempts, countFailingReceivers, findWebhook, queueDelivery } from './store.ts';
 import type { WebhookTables } from './tables.ts';
 
 /** The webhook service also writes idempotent answers. */
@@ -75,6 +75,11 @@ export class WebhookService {
   onQueued(listener: () => void): () => void {
     this.#queuedListeners.add(listener);
     return () => this.#queuedListeners.delete(listener);
+  }
+
+  /** Enabled receivers whose newest delivery attempt failed (the metrics' gauge). */
+  failingReceivers(): Promise<number> {
+    return countFailingReceivers(this.#deps.db);
   }
 
   /** Drops finished deliveries as old as the events they carried. */

@@ -3,6 +3,7 @@ import type { RecordedEvent } from '../events/payloads.ts';
 import type { Db } from '../infra/db/handle.ts';
 import { precompile } from '../infra/db/precompiled.ts';
 import type { KeyMode } from '../infra/mode.ts';
+import { tracing } from '../infra/telemetry/tracing.ts';
 import type { DeliveryState, WebhookAttemptsTable, WebhooksTable, WebhookTables } from './tables.ts';
 
 /** partner-api.md, Limits: the delivery log keeps the 50 most recent attempts. */
@@ -30,6 +31,7 @@ interface QueuedValues {
   /** The payload as JSON text. */
   data: string;
   at: Date;
+  traceParent: string | null;
 }
 
 /**
@@ -40,7 +42,7 @@ interface QueuedValues {
 const insertWanted = precompile((db: Kysely<WebhookTables>, a: QueuedValues) =>
   db
     .insertInto('webhook_deliveries')
-    .columns(['id', 'partner_id', 'mode', 'type', 'data', 'created_at'])
+    .columns(['id', 'partner_id', 'mode', 'type', 'data', 'created_at', 'trace_parent'])
     .expression(
       db
         .selectFrom('webhooks as w')
@@ -51,6 +53,7 @@ const insertWanted = precompile((db: Kysely<WebhookTables>, a: QueuedValues) =>
           sql<string>`${a.type}::text`.as('type'),
           sql<unknown>`${a.data}::jsonb`.as('data'),
           sql<Date>`${a.at}::timestamptz`.as('created_at'),
+          sql<string | null>`${a.traceParent}::text`.as('trace_parent'),
         ])
         .where('w.partner_id', '=', a.partnerId)
         .where('w.mode', '=', a.mode)
@@ -73,6 +76,8 @@ export async function queueDelivery(db: Db<WebhookTables>, event: RecordedEvent)
     family: eventFamily(event.type),
     data: JSON.stringify(event.data),
     at: event.at,
+    // The span recording the event (a request's, or an operation look's), which the attempts link to.
+    traceParent: tracing().traceparent(),
   });
   return (result.numAffectedRows ?? 0n) > 0n;
 }
@@ -150,4 +155,15 @@ export async function appendAttempts(
       cross join lateral (
         select r.ctid from webhook_attempts r where r.partner_id = log.partner_id and r.mode = log.mode
         order by r.seq desc offset log.keep) as r))`.execute(db);
+}
+
+/** Enabled receivers whose newest attempt failed: one probe of the delivery log's index per receiver. */
+export async function countFailingReceivers(db: Db<WebhookTables>): Promise<number> {
+  const result = await sql<{ failing: number }>`
+    select count(*)::int as failing from webhooks w
+    where w.enabled and (
+      select a.delivered from webhook_attempts a
+      where a.partner_id = w.partner_id and a.mode = w.mode
+      order by a.seq desc limit 1) is false`.execute(db);
+  return result.rows[0]?.failing ?? 0;
 }

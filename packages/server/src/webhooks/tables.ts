@@ -47,6 +47,8 @@ export interface WebhookDeliveriesTable {
   /** Unix seconds of the signature, fixed at the first attempt and kept by every retry. */
   signed_at: string | number | null;
   signature: string | null;
+  /** The W3C `traceparent` of what recorded the event, when traces are on: each attempt's span links to it. */
+  trace_parent: Generated<string | null>;
 }
 
 /** `pending` until an outcome: delivered, failed (retries exhausted or refused), or skipped (no longer wanted). */

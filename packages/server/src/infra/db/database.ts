@@ -33,6 +33,8 @@ export interface DatabaseHandle<DB = unknown> {
    * `fellBack` says why. The embedded database: the handle itself.
    */
   asynchronousCommit(fellBack?: (reason: string) => void): Promise<Kysely<DB>>;
+  /** Borrowers waiting for a connection of the pool now (the sandbox's own pool aside). */
+  poolWaiting(): number;
   close(): Promise<void>;
 }
 
@@ -81,6 +83,7 @@ export async function openDatabase<DB>(target: DatabaseTarget): Promise<Database
     db,
     embedded: false,
     secureFiles: () => {},
+    poolWaiting: () => pool.waitingCount,
     asynchronousCommit: (fellBack) => {
       asynchronous ??= openAsynchronousCommit<DB>(target.url, statementCache).then((opened) => {
         if ('reason' in opened) {
@@ -170,6 +173,7 @@ function embedded<DB>(pool: PGlitePool, dataDir: string | undefined, afterClose:
     secureFiles,
     // One connection in one process: nothing to gain from a second handle.
     asynchronousCommit: async () => db,
+    poolWaiting: () => pool.waitingCount,
     close: async () => {
       try {
         await db.destroy();

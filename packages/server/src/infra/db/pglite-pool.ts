@@ -82,6 +82,11 @@ export class PGlitePool {
     return new PGlitePool(db);
   }
 
+  /** Borrowers waiting for the connection (pg.Pool's name for it). */
+  get waitingCount(): number {
+    return this.#waiting.length;
+  }
+
   async connect(): Promise<PoolClientLike> {
     if (this.#busy) {
       await new Promise<void>((resolve) => this.#waiting.push(resolve));

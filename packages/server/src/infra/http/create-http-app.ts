@@ -7,6 +7,7 @@ import Fastify, { type FastifyBaseLogger, LogController } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { ApiError, validationError } from '../errors/catalogue.ts';
 import { newId } from '../ids.ts';
+import { tracing } from '../telemetry/tracing.ts';
 import { coalesceResponseWrites } from './coalesced-writes.ts';
 import { DeferredSchemas } from './deferred-schemas.ts';
 import { BODY_LIMIT_BYTES, installErrorHandler, sendError } from './error-handler.ts';
@@ -22,13 +23,22 @@ declare module 'fastify' {
 
 const ROUTABLE_METHODS: HTTPMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
 
+/** What is counted of each answered request (infra/metrics: the route is its pattern, undefined when none matched). */
+export interface RequestMetrics {
+  request(api: string, method: string, route: string | undefined, status: number, elapsedMs: number): void;
+}
+
 /**
  * The Fastify instance both APIs start from: minted request ids on every
  * response, one JSON log line per request, the catalogue's error envelope for
  * everything (including unknown routes, wrong methods and a server that is
  * shutting down), and strict validators.
  */
-export function createHttpApp(logger: FastifyBaseLogger, name: string, options: { trustProxy?: false | number | string[] } = {}) {
+export function createHttpApp(
+  logger: FastifyBaseLogger,
+  name: string,
+  options: { trustProxy?: false | number | string[]; metrics?: RequestMetrics } = {},
+) {
   let closing = false;
   // Each open connection, with the response it wrote last (idle once that has finished). Node's
   // closeIdleConnections() leaves a connection that was opened but never sent a request (HTTP clients
@@ -68,6 +78,9 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
   installValidators(app, schemas);
   installErrorHandler(app);
   coalesceResponseWrites(app);
+  // A span per request, only with traces on (before any route: it wraps their handlers).
+  tracing().instrument(app, name);
+  const metrics = options.metrics;
 
   // A second router, fed with every route, answers "which methods does this path have?".
   const methodsByPath = FindMyWay();
@@ -119,18 +132,21 @@ export function createHttpApp(logger: FastifyBaseLogger, name: string, options: 
 
   // One line per request, written by pino as every other line (its asynchronous destination: see log/logger.ts).
   app.addHook('onResponse', (request, reply, done) => {
+    const elapsedMs = reply.elapsedTime;
+    const route = request.routeOptions.url;
     logger.info(
       {
         api: name,
         request_id: request.id,
         partner: request.logPartnerId,
         method: request.method,
-        route: request.routeOptions.url ?? null,
+        route: route ?? null,
         status: reply.statusCode,
-        latency_ms: Math.round(reply.elapsedTime * 100) / 100,
+        latency_ms: Math.round(elapsedMs * 100) / 100,
       },
       'request',
     );
+    metrics?.request(name, request.method, route, reply.statusCode, elapsedMs);
     done();
   });
 
