@@ -67,7 +67,7 @@ export const operationMigrations: Record<string, Migration> = {
       await sql`drop function if exists operation_outcome_whole(boolean, text)`.execute(db);
     },
   },
-  '0050_operations_trace_parent': {
+  '0053_operations_trace_parent': {
     async up(db: Kysely<unknown>) {
       // The request's trace context, for the looks (in any process) that carry the operation out.
       await sql`alter table operations add column trace_parent text`.execute(db);

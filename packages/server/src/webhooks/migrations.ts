@@ -118,7 +118,7 @@ export const webhookMigrations: Record<string, Migration> = {
           drop column delivery_lease_until, drop column signed_at, drop column signature`.execute(db);
     },
   },
-  '0051_webhooks_deliveries_trace_parent': {
+  '0054_webhooks_deliveries_trace_parent': {
     async up(db: Kysely<unknown>) {
       // The trace context of what recorded the event (a request, an operation's look), for the attempts' spans.
       await sql`alter table webhook_deliveries add column trace_parent text`.execute(db);
