@@ -84,6 +84,8 @@ export class WebhookDispatcher {
   readonly #maxInFlight: number;
   readonly #perReceiver: number;
   readonly #sending = new Set<Promise<void>>();
+  /** Passes under way: the rows a pass claimed become sends only at its end. */
+  readonly #passes = new Set<Promise<number>>();
   #outcomes: Outcome[] = [];
   #flushing: Promise<void> | undefined;
   #flushTimer: NodeJS.Timeout | undefined;
@@ -129,12 +131,24 @@ export class WebhookDispatcher {
   /** Stops claiming, lets deliveries in flight finish (at most their timeout) and records them. */
   async stop(): Promise<void> {
     await this.#poller.stop();
+    // A pass started outside the poller (a test's, a drain's) still turns its claims into sends.
+    await Promise.all(this.#passes);
     await Promise.all(this.#sending);
     await this.flush();
   }
 
   /** One pass: claims due deliveries for the free slots and starts sending them. How many it claimed. */
   async runDue(): Promise<number> {
+    const pass = this.#pass();
+    this.#passes.add(pass);
+    try {
+      return await pass;
+    } finally {
+      this.#passes.delete(pass);
+    }
+  }
+
+  async #pass(): Promise<number> {
     const { db, clock } = this.#deps;
     const free = this.#maxInFlight - this.#sending.size;
     if (free <= 0) return 0;
@@ -194,9 +208,10 @@ export class WebhookDispatcher {
   async drain(): Promise<void> {
     for (let i = 0; i < 1_000; i++) {
       const claimed = await this.runDue();
+      await Promise.all(this.#passes);
       await Promise.all(this.#sending);
       await this.flush();
-      if (claimed === 0 && this.#sending.size === 0) return;
+      if (claimed === 0 && this.#sending.size === 0 && this.#passes.size === 0) return;
     }
   }
 
