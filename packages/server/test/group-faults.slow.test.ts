@@ -36,8 +36,15 @@ function acceptable(answer: HttpResult, expected: number): boolean {
  * retried too. Answers the acknowledged ids, how many answers were 503 or 409, and the longest time from
  * a creation's first failed attempt to its acknowledgement.
  */
-async function createAll(group: ServiceGroup, token: string, prefix: string, count: number, options: { killing?: boolean } = {}) {
-  const acknowledged: string[] = [];
+async function createAll(
+  group: ServiceGroup,
+  token: string,
+  prefix: string,
+  count: number,
+  options: { killing?: boolean; acknowledged?: string[] } = {},
+) {
+  // The caller's list, when given, shows the load's progress while it runs.
+  const acknowledged: string[] = options.acknowledged ?? [];
   let unavailable = 0;
   let longestRetryMs = 0;
   let next = 0;
@@ -199,9 +206,15 @@ describe('three processes through faults', { skip: skipWithoutPostgresPrograms()
     t.after(() => group.stop());
     const { token } = await groupPartner(group.member(0), 'restarted');
     const restarts: string[] = [];
-    const load = createAll(group, token, 'r', 600);
-    for (const mode of ['fast', 'immediate'] as const) {
-      await sleep(1_000);
+    const progress: string[] = [];
+    const load = createAll(group, token, 'r', 600, { acknowledged: progress });
+    for (const [i, mode] of (['fast', 'immediate'] as const).entries()) {
+      // The fault lands in the middle of the load: after a third of it, then after two thirds.
+      await eventually(
+        async () => progress.length,
+        (acknowledgedSoFar) => acknowledgedSoFar >= 200 * (i + 1),
+        60_000,
+      );
       const down = Date.now();
       await server.restart(mode);
       const up = Date.now();
@@ -254,8 +267,14 @@ describe('three processes through faults', { skip: skipWithoutPostgresPrograms()
         }
       }
     })();
-    const load = createAll(group, token, 'f', 600);
-    await sleep(1_500);
+    const progress: string[] = [];
+    const load = createAll(group, token, 'f', 600, { acknowledged: progress });
+    // The primary dies in the middle of the load.
+    await eventually(
+      async () => progress.length,
+      (acknowledgedSoFar) => acknowledgedSoFar >= 200,
+      60_000,
+    );
     const seenEvents = await partnerApi<{ data: { id: string }[] }>(group.member(1), 'GET', '/events?limit=100', { token });
     assert.equal(seenEvents.status, 200, seenEvents.text);
     const cut = Date.now();

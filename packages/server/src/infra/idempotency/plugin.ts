@@ -70,7 +70,15 @@ export const idempotencyPlugin = fp(
       const fingerprint = createHash('sha256')
         .update(`${request.method} ${request.url}\n${canonicalJson(request.body ?? null)}`)
         .digest('hex');
-      const result = await claimKey(db, scope, fingerprint, request.id, clock.now());
+      let result: Awaited<ReturnType<typeof claimKey>>;
+      try {
+        result = await claimKey(db, scope, fingerprint, request.id, clock.now());
+      } catch (error) {
+        // The claim may have committed with its acknowledgement lost (a failover): released once the
+        // database answers, it does not hold the key's retries off for its whole lease.
+        unreleased.add(scope, request.id);
+        throw error;
+      }
       switch (result.kind) {
         case 'claimed': {
           request.idempotency = scope;
